@@ -1,0 +1,52 @@
+"""Time is integer epoch milliseconds everywhere; this module fixes the constants and parsing."""
+
+from __future__ import annotations
+
+import re
+
+#: Flink's Long.MIN_VALUE / Long.MAX_VALUE: the watermark before any record, and +infinity.
+MIN_TIMESTAMP = -(2**63)
+MAX_TIMESTAMP = 2**63 - 1
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+
+
+def parse_duration(value: str | int) -> int:
+    """Parse ``500ms``, ``10s``, ``1m``, ``2h``, ``1d`` (or a bare integer of ms) into milliseconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"a duration cannot be negative: {value}")
+        return value
+    match = _DURATION.match(str(value))
+    if not match:
+        raise ValueError(f"not a duration: {value!r} (write e.g. 500ms, 10s, 1m, 2h, 1d)")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def format_duration(ms: int) -> str:
+    """The shortest exact spelling of ``ms`` in the units ``parse_duration`` reads."""
+    for unit in ("d", "h", "m", "s"):
+        size = _UNITS[unit]
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def saturating_add(timestamp: int, delta: int) -> int:
+    """``timestamp + delta`` clamped to the representable range (Flink's overflow guard)."""
+    return max(MIN_TIMESTAMP, min(MAX_TIMESTAMP, timestamp + delta))
+
+
+def format_timestamp(ms: int) -> str:
+    """Human-readable UTC form of an epoch-ms timestamp; the infinities spelled out."""
+    import datetime as _dt
+
+    if ms <= MIN_TIMESTAMP:
+        return "-inf"
+    if ms >= MAX_TIMESTAMP:
+        return "+inf"
+    moment = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"

@@ -1,0 +1,26 @@
+"""Typed errors, so callers catch by meaning rather than by message."""
+
+from __future__ import annotations
+
+
+class ReplayError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(ReplayError):
+    """A pipeline config (or a CLI/DAG parameter) is invalid. Raised before anything is written."""
+
+    def __init__(self, field: str, problem: str, source: str | None = None):
+        self.field = field
+        self.problem = problem
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{field}: {problem}")
+
+
+class ArchiveChangedError(ReplayError):
+    """A file that was already replayed changed or disappeared from the archive."""
+
+
+class ConcurrentRunError(ReplayError):
+    """Another replay of the same pipeline holds the lock."""

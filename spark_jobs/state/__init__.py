@@ -1,0 +1,1 @@
+"""Where operator state lives between micro-batches: in memory (tests) or in Delta tables."""

@@ -1,0 +1,228 @@
+"""Watermarks and the replay clock, computed once per micro-batch for every key.
+
+Per record, in replay order (the contract's rules):
+
+* the replay clock is the record's ingest time (or, without one, the largest event time seen),
+  never decreasing;
+* each input partition's watermark is ``max_event_time_seen - max_out_of_orderness - 1``;
+* a partition silent for ``idle_timeout`` of replay clock is idle and leaves the minimum; the
+  combined watermark is the minimum over active partitions and never decreases;
+* it is emitted after every record (``per_record``), after a record whose clock crossed a
+  multiple of the interval (``periodic``), or after the batch's last record (``per_batch``,
+  the only mode whose results depend on the batch size).
+
+The result is a :class:`Timeline`: the points where the watermark advanced and where the clock
+advanced. Each key's operator locates its timers on it with a binary search, so the whole batch's
+watermark is computed once (vectorised) and never per key.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .config import WatermarkConfig
+from .durations import MAX_TIMESTAMP, MIN_TIMESTAMP
+
+# Rows per chunk times partitions: bounds the temporary (rows x partitions) matrices.
+_CHUNK_CELLS = 1 << 22
+
+
+@dataclass
+class PartitionWatermark:
+    max_event_time: int = MIN_TIMESTAMP
+    last_clock: int = MIN_TIMESTAMP
+
+
+@dataclass
+class WatermarkState:
+    """What carries over between batches: per-partition progress, the emitted watermark, clock."""
+
+    partitions: dict[str, PartitionWatermark] = field(default_factory=dict)
+    watermark: int = MIN_TIMESTAMP
+    clock: int = MIN_TIMESTAMP
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "watermark": self.watermark,
+                "clock": self.clock,
+                "partitions": {
+                    name: [p.max_event_time, p.last_clock] for name, p in self.partitions.items()
+                },
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | None) -> WatermarkState:
+        if not text:
+            return cls()
+        data = json.loads(text)
+        return cls(
+            partitions={
+                name: PartitionWatermark(int(pair[0]), int(pair[1]))
+                for name, pair in data["partitions"].items()
+            },
+            watermark=int(data["watermark"]),
+            clock=int(data["clock"]),
+        )
+
+
+@dataclass
+class Timeline:
+    """The batch's global time points, shared by every key.
+
+    ``adv_seq[i]`` is the replay sequence number of the record after which the combined watermark
+    advanced to ``adv_wm[i]`` (strictly increasing); ``clk_seq[j]`` the record before which the
+    replay clock advanced to ``clk_val[j]``. ``--finalize`` appends a point at ``seq_end`` that
+    takes the clock, then the watermark, to +infinity.
+    """
+
+    seq_start: int
+    seq_end: int
+    start_watermark: int
+    start_clock: int
+    adv_seq: list[int]
+    adv_wm: list[int]
+    clk_seq: list[int]
+    clk_val: list[int]
+
+    def watermark_before(self, seq: int) -> int:
+        """The watermark in force while record ``seq`` is processed (emitted after ``seq - 1``)."""
+        i = bisect_left(self.adv_seq, seq)
+        return self.adv_wm[i - 1] if i else self.start_watermark
+
+    def clock_at(self, seq: int) -> int:
+        """The replay clock while record ``seq`` (or a firing after it) is processed."""
+        j = bisect_right(self.clk_seq, seq)
+        return self.clk_val[j - 1] if j else self.start_clock
+
+    def event_timer_point(self, time: int, after_seq: int) -> int | None:
+        """Index of the first watermark advance at or after record ``after_seq`` reaching ``time``."""
+        i = max(bisect_left(self.adv_seq, after_seq), bisect_left(self.adv_wm, time))
+        return i if i < len(self.adv_seq) else None
+
+    def processing_timer_point(self, time: int, after_seq: int, inclusive: bool) -> int | None:
+        """Index of the first clock advance after record ``after_seq`` (at it, if ``inclusive``)
+        reaching ``time``."""
+        lo = bisect_left(self.clk_seq, after_seq) if inclusive else bisect_right(self.clk_seq, after_seq)
+        j = max(lo, bisect_left(self.clk_val, time))
+        return j if j < len(self.clk_seq) else None
+
+    @property
+    def end_watermark(self) -> int:
+        return self.adv_wm[-1] if self.adv_wm else self.start_watermark
+
+    @property
+    def end_clock(self) -> int:
+        return self.clk_val[-1] if self.clk_val else self.start_clock
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def compute_timeline(
+    config: WatermarkConfig,
+    state: WatermarkState,
+    seq_start: int,
+    event_time: np.ndarray,
+    clock_source: np.ndarray | None,
+    partition: np.ndarray | None,
+    finalize: bool = False,
+) -> tuple[Timeline, WatermarkState]:
+    """Compute one batch's timeline from its records (in replay order) and the carried state.
+
+    ``clock_source`` is the ingest time per record (None: the clock follows event time);
+    ``partition`` the partition name per record (None: one partition).
+    """
+    n = len(event_time)
+    event_time = np.asarray(event_time, dtype=np.int64)
+    raw_clock = event_time if clock_source is None else np.asarray(clock_source, dtype=np.int64)
+    clock = np.maximum.accumulate(np.maximum(raw_clock, state.clock)) if n else raw_clock
+    names = list(state.partitions)
+    if partition is None:
+        partition = np.full(n, "0", dtype=object)
+    uniques, codes = np.unique(np.asarray(partition, dtype=object).astype(str), return_inverse=True)
+    for name in uniques:
+        if name not in state.partitions:
+            names.append(str(name))
+    index_of = {name: i for i, name in enumerate(names)}
+    codes = np.array([index_of[str(u)] for u in uniques], dtype=np.int64)[codes] if n else codes
+    max_ts = np.array(
+        [state.partitions.get(name, PartitionWatermark()).max_event_time for name in names],
+        dtype=np.int64,
+    )
+    last_clock = np.array(
+        [state.partitions.get(name, PartitionWatermark()).last_clock for name in names],
+        dtype=np.int64,
+    )
+    candidate = np.empty(n, dtype=np.int64)
+    chunk = max(1, _CHUNK_CELLS // max(1, len(names)))
+    delay = config.max_out_of_orderness + 1
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        ts, cl, cd = event_time[lo:hi], clock[lo:hi], codes[lo:hi]
+        own = cd[:, None] == np.arange(len(names))[None, :]
+        seen_ts = np.maximum.accumulate(np.where(own, ts[:, None], MIN_TIMESTAMP), axis=0)
+        seen_ts = np.maximum(seen_ts, max_ts[None, :])
+        seen_clock = np.maximum.accumulate(np.where(own, cl[:, None], MIN_TIMESTAMP), axis=0)
+        seen_clock = np.maximum(seen_clock, last_clock[None, :])
+        active = seen_clock != MIN_TIMESTAMP
+        if config.idle_timeout is not None:
+            active &= (cl[:, None] - seen_clock) < config.idle_timeout
+        part_wm = np.where(seen_ts == MIN_TIMESTAMP, MIN_TIMESTAMP, seen_ts - delay)
+        candidate[lo:hi] = np.where(active, part_wm, MAX_TIMESTAMP).min(axis=1)
+        max_ts, last_clock = seen_ts[-1], seen_clock[-1]
+    if config.emit == "per_record":
+        emit = np.ones(n, dtype=bool)
+    elif config.emit == "periodic":
+        previous = np.concatenate(([state.clock], clock[:-1])) if n else clock
+        emit = _floor_div(clock, config.interval) > _floor_div(previous, config.interval)
+    else:  # per_batch
+        emit = np.zeros(n, dtype=bool)
+        if n:
+            emit[-1] = True
+    emitted = np.where(emit, candidate, MIN_TIMESTAMP)
+    emitted = np.maximum.accumulate(np.maximum(emitted, state.watermark)) if n else emitted
+    before = np.concatenate(([state.watermark], emitted[:-1])) if n else emitted
+    adv = np.nonzero(emitted > before)[0]
+    clock_before = np.concatenate(([state.clock], clock[:-1])) if n else clock
+    clk = np.nonzero(clock > clock_before)[0]
+    seq_end = seq_start + n
+    timeline = Timeline(
+        seq_start=seq_start,
+        seq_end=seq_end,
+        start_watermark=state.watermark,
+        start_clock=state.clock,
+        adv_seq=(adv + seq_start).tolist(),
+        adv_wm=emitted[adv].tolist(),
+        clk_seq=(clk + seq_start).tolist(),
+        clk_val=clock[clk].tolist(),
+    )
+    new_state = WatermarkState(
+        partitions={
+            name: PartitionWatermark(int(max_ts[i]), int(last_clock[i])) for i, name in enumerate(names)
+        },
+        watermark=int(emitted[-1]) if n else state.watermark,
+        clock=int(clock[-1]) if n else state.clock,
+    )
+    if finalize:
+        # End of input: the clock, then the watermark, jump to +infinity (firing every timer).
+        if new_state.clock < MAX_TIMESTAMP:
+            timeline.clk_seq.append(seq_end)
+            timeline.clk_val.append(MAX_TIMESTAMP)
+        if new_state.watermark < MAX_TIMESTAMP:
+            timeline.adv_seq.append(seq_end)
+            timeline.adv_wm.append(MAX_TIMESTAMP)
+        new_state.clock = new_state.watermark = MAX_TIMESTAMP
+    return timeline, new_state
+
+
+def _floor_div(values: np.ndarray, interval: int) -> np.ndarray:
+    # MIN_TIMESTAMP (no clock yet) floors to the smallest bucket, so the first record emits.
+    return np.floor_divide(values, interval)
