@@ -344,7 +344,9 @@ class KeyedWindowOperator:
         for row in rows:
             window = TimeWindow(*row.window)
             if row.is_open:
-                contents = None if row.contents is None else self.aggregation.from_json(json.loads(row.contents))
+                contents = None
+                if row.contents is not None:
+                    contents = self.aggregation.from_json(json.loads(row.contents))
                 self.windows[window] = _Window(contents, row.pane_count)
             if row.trigger_state:
                 self.trigger_state[window] = json.loads(row.trigger_state)
