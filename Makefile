@@ -1,0 +1,29 @@
+# The README's two commands are `make demo` and `make test`; both set up what they need first.
+.PHONY: setup demo test test-slow test-all lint bench clean
+
+PY := .venv/bin/python
+PYTEST := .venv/bin/pytest
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	.venv/bin/replay demo
+
+test: setup
+	$(PYTEST) -m "not slow" -q
+
+test-slow: setup
+	$(PYTEST) -m slow -q
+
+test-all: setup
+	$(PYTEST) -q
+
+lint: setup
+	.venv/bin/ruff check spark_jobs dags tests
+
+bench: setup
+	$(PY) -m spark_jobs.bench
+
+clean:
+	rm -rf lakehouse data reports airflow_home spark-warehouse metastore_db .pytest_cache

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One-time (and cheap to repeat) set-up: Python 3.11 venv from the lock, Delta's jars in .cache.
+# Re-running on a ready machine only checks stamps and takes a second or two.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_python() {
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+      echo "$candidate"; return 0
+    fi
+  done
+  echo "setup: Python 3.11 is required (python3.11 not found on PATH)" >&2
+  exit 1
+}
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: Java 17 or newer is required by Spark; install a JDK (e.g. apt-get install openjdk-17-jdk-headless)" >&2
+  exit 1
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
+  echo "setup: Java 17 or newer is required by Spark (found: ${java_major:-unknown})" >&2
+  exit 1
+fi
+
+stamp=.venv/.installed-$(cat requirements.lock pyproject.toml | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ]; then
+  python=$(need_python)
+  [ -x .venv/bin/python ] || "$python" -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check uv
+  echo "setup: installing the locked environment into .venv (first time: a few minutes)"
+  .venv/bin/uv pip sync --quiet --python .venv/bin/python requirements.lock
+  .venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps -e .
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+
+if ! ls .cache/ivy/jars/io.delta_delta-spark_*.jar >/dev/null 2>&1; then
+  echo "setup: resolving Delta Lake's jars from Maven Central into .cache/ivy (once)"
+  .venv/bin/python -m spark_jobs.session --fetch-jars >/dev/null
+fi
+echo "setup: ready (.venv, Delta jars in .cache/ivy/jars)"

@@ -1,0 +1,438 @@
+"""The replay loop: ingest new archive files, then run micro-batches until the archive is done.
+
+A run (``replay run PIPELINE.yaml``) does, under the pipeline's lock:
+
+1. **ingest**: list the archive, read the files not yet ingested (bad records go to
+   ``quarantine``), sort the new records into replay order, number them (``_seq``), cut them
+   into batches and stage them in the ``staging`` table;
+2. **batches**: for each staged batch not yet committed: compute the batch's watermark timeline
+   once on the driver, run every key through the operator on the executors, and write results,
+   late events, ``window_latest`` and ``operator_state``; the ``replay_log`` row written last
+   commits the batch;
+3. **finalize** (``--finalize``): one more batch with no records that takes the clock and the
+   watermark to +infinity.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .aggregates import Aggregation
+from .config import PipelineConfig
+from .durations import MIN_TIMESTAMP
+from .operator import OperatorSpec
+from .spark_batch import STATE_COLUMNS, make_cogroup_function, output_ddl, sql_type
+from .state.delta import DeltaStore
+from .watermarks import WatermarkState, compute_timeline
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BatchSummary:
+    batch_id: int
+    records: int
+    panes: dict[str, int]
+    late: int
+    watermark: int
+    seconds: float
+
+
+@dataclass
+class RunSummary:
+    pipeline: str
+    output_path: str
+    files_ingested: int = 0
+    records_read: int = 0
+    records_accepted: int = 0
+    records_quarantined: int = 0
+    batches: list[BatchSummary] = field(default_factory=list)
+    finalized: bool = False
+    watermark: int = MIN_TIMESTAMP
+    seconds: float = 0.0
+
+    @property
+    def panes(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for batch in self.batches:
+            for timing, count in batch.panes.items():
+                totals[timing] = totals.get(timing, 0) + count
+        return totals
+
+    @property
+    def late(self) -> int:
+        return sum(batch.late for batch in self.batches)
+
+    @property
+    def records_replayed(self) -> int:
+        return sum(batch.records for batch in self.batches)
+
+
+def operator_spec(config: PipelineConfig) -> OperatorSpec:
+    return OperatorSpec(
+        config.window, config.trigger, Aggregation(list(config.aggregates)), config.allowed_lateness
+    )
+
+
+def run_pipeline(
+    config: PipelineConfig,
+    spark: Any = None,
+    batch_size: int | None = None,
+    finalize: bool = False,
+    progress: Progress | None = None,
+) -> RunSummary:
+    """Replay what has not been replayed yet, then stop. Running again later continues."""
+    from .session import get_spark
+
+    spark = spark or get_spark(f"replay-{config.name}")
+    replay = _Replay(spark, config, batch_size or config.batch_max_records, progress or _stderr)
+    return replay.run(finalize)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class _Replay:
+    def __init__(self, spark: Any, config: PipelineConfig, batch_size: int, progress: Progress):
+        self.spark = spark
+        self.config = config
+        self.batch_size = batch_size
+        self.progress = progress
+        self.store = DeltaStore(spark, config)
+        self.spec = operator_spec(config)
+
+    def run(self, finalize: bool) -> RunSummary:
+        started = time.time()
+        summary = RunSummary(self.config.name, self.config.output_path)
+        self.ingest(summary)
+        log = self.committed_log()
+        last = log[-1] if log else None
+        pending = self.pending_batches(last)
+        total = len(pending) + (1 if finalize and not (last and last["finalize"]) else 0)
+        for number, (batch_id, seq_start, seq_end) in enumerate(pending, 1):
+            last = self.run_batch(batch_id, seq_start, seq_end, last, False, summary)
+            self.report(number, total, summary.batches[-1])
+        if finalize and not (last and last["finalize"]):
+            batch_id = (last["batch_id"] + 1) if last else 0
+            seq = last["seq_end"] if last else 0
+            last = self.run_batch(batch_id, seq, seq, last, True, summary)
+            self.report(total, total, summary.batches[-1])
+        summary.finalized = bool(last and last["finalize"])
+        summary.watermark = last["watermark_after"] if last else MIN_TIMESTAMP
+        summary.seconds = time.time() - started
+        return summary
+
+    def report(self, number: int, total: int, batch: BatchSummary) -> None:
+        rate = batch.records / batch.seconds if batch.seconds else 0.0
+        panes = ", ".join(f"{k} {v}" for k, v in sorted(batch.panes.items())) or "no panes"
+        self.progress(
+            f"[{self.config.name}] batch {number}/{total} (id {batch.batch_id}): "
+            f"{batch.records} records, {panes}, {batch.late} late, "
+            f"{batch.seconds:.2f}s, {rate:,.0f} events/s"
+        )
+
+    # ---- ingest ---------------------------------------------------------------------------------
+    def ingest(self, summary: RunSummary) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from .sources import list_archive, read_archive
+
+        files = list_archive(self.spark, self.config.source)
+        known = self.known_files()
+        new = [f for f in files if f.path not in known]
+        if not new:
+            return
+        ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
+        seq_base, batch_base = self.next_positions()
+        records, quarantine = read_archive(self.spark, self.config, new, len(known))
+        source = self.config.source
+        if source.ingest_time:
+            order = ["_ingest_time", "_partition", "_offset", "_file_index", "_line"]
+        else:
+            order = ["_file_index", "_line"]
+        ordered = (
+            records.orderBy(*order)
+            .withColumn("_mid", F.monotonically_increasing_id())
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        # monotonically_increasing_id is (partition << 33) + row: turn it into a dense rank.
+        chunks = (
+            ordered.groupBy(F.shiftright("_mid", 33).alias("pid"))
+            .agg(F.count("*").alias("n"), F.min("_mid").alias("first"))
+            .orderBy("pid")
+            .collect()
+        )
+        offset_of, running = {}, seq_base
+        for row in chunks:
+            offset_of[row["pid"]] = (running, row["first"])
+            running += row["n"]
+        accepted = running - seq_base
+        if offset_of:
+            pid = F.shiftright("_mid", 33)
+            seq_expr = F.lit(None).cast("long")
+            for p, (start, first) in offset_of.items():
+                seq_expr = F.when(pid == p, F.col("_mid") - F.lit(first) + F.lit(start)).otherwise(seq_expr)
+        else:
+            seq_expr = F.lit(0).cast("long")
+        staged = (
+            ordered.withColumn("_seq", seq_expr)
+            .withColumn("_batch", F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base)
+            .withColumn("_ingest", F.lit(ingest_id))
+            .drop("_mid")
+        )
+        self.store.replace_where(staged.sortWithinPartitions("_seq"), "staging", f"_ingest = {ingest_id}")
+        bad = quarantine.withColumn("ingest_id", F.lit(ingest_id).cast("long")).persist()
+        self.store.replace_where(bad, "quarantine", f"ingest_id = {ingest_id}")
+        per_file_records = dict(ordered.groupBy("_file").count().collect())
+        per_file_bad = dict(bad.groupBy("source_file").count().collect())
+        ordered.unpersist()
+        bad.unpersist()
+        quarantined = sum(per_file_bad.values())
+        rows = [
+            (f.path, f.size, f.modified_ms, len(known) + i, ingest_id,
+             per_file_records.get(f.path, 0), per_file_bad.get(f.path, 0),
+             seq_base, seq_base + accepted, batch_base)
+            for i, f in enumerate(new)
+        ]
+        schema = (
+            "path STRING, size BIGINT, modified_ms BIGINT, file_index INT, ingest_id BIGINT, "
+            "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT"
+        )
+        # Written last: an ingest without its source_files rows is redone from scratch.
+        self.store.replace_where(
+            self.spark.createDataFrame(rows, schema), "source_files", f"ingest_id = {ingest_id}"
+        )
+        summary.files_ingested += len(new)
+        summary.records_accepted += accepted
+        summary.records_quarantined += quarantined
+        summary.records_read += accepted + quarantined
+        self.progress(
+            f"[{self.config.name}] ingested {len(new)} files: {accepted + quarantined} records, "
+            f"{accepted} accepted, {quarantined} quarantined"
+        )
+
+    def known_files(self) -> dict[str, dict[str, Any]]:
+        if not self.store.exists("source_files"):
+            return {}
+        return {row["path"]: row.asDict() for row in self.store.read("source_files").collect()}
+
+    def next_positions(self) -> tuple[int, int]:
+        """The next free sequence number and batch id (after staged and committed batches)."""
+        seq, batch = 0, 0
+        if self.store.exists("source_files"):
+            row = self.store.read("source_files").agg({"seq_end": "max"}).collect()[0]
+            seq = row[0] or 0
+        if self.store.exists("staging"):
+            row = self.store.read("staging").agg({"_batch": "max"}).collect()[0]
+            batch = 0 if row[0] is None else row[0] + 1
+        log = self.committed_log()
+        if log:
+            batch = max(batch, log[-1]["batch_id"] + 1)
+            seq = max(seq, log[-1]["seq_end"])
+        return seq, batch
+
+    def committed_log(self) -> list[dict[str, Any]]:
+        if not self.store.exists("replay_log"):
+            return []
+        rows = self.store.read("replay_log").orderBy("batch_id").collect()
+        return [row.asDict() for row in rows]
+
+    def pending_batches(self, last: dict[str, Any] | None) -> list[tuple[int, int, int]]:
+        if not self.store.exists("staging"):
+            return []
+        from pyspark.sql import functions as F
+
+        done = last["batch_id"] if last else -1
+        rows = (
+            self.store.read("staging")
+            .where(F.col("_batch") > done)
+            .groupBy("_batch")
+            .agg(F.min("_seq").alias("lo"), F.max("_seq").alias("hi"))
+            .orderBy("_batch")
+            .collect()
+        )
+        return [(row["_batch"], row["lo"], row["hi"] + 1) for row in rows]
+
+    # ---- one micro-batch ---------------------------------------------------------------------------
+    def run_batch(
+        self,
+        batch_id: int,
+        seq_start: int,
+        seq_end: int,
+        last: dict[str, Any] | None,
+        finalize: bool,
+        summary: RunSummary,
+    ) -> dict[str, Any]:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        started = time.time()
+        config, store = self.config, self.store
+        keys = list(config.key)
+        watermark_state = WatermarkState.from_json(last["watermark_state"] if last else None)
+        if seq_end > seq_start:
+            batch = store.read("staging").where(
+                (F.col("_seq") >= seq_start) & (F.col("_seq") < seq_end)
+            )
+        else:
+            batch = None
+        timeline_columns = ["_seq", "_event_time", "_ingest_time", "_partition"]
+        if batch is not None:
+            arrow = batch.select(*timeline_columns).orderBy("_seq").toArrow()
+        else:
+            arrow = None
+        event_time = arrow.column("_event_time").to_numpy() if arrow is not None else []
+        ingest = None
+        if config.source.ingest_time and arrow is not None:
+            ingest = arrow.column("_ingest_time").to_numpy()
+        partition = arrow.column("_partition").to_numpy(zero_copy_only=False) if arrow is not None else None
+        timeline, new_watermark = compute_timeline(
+            config.watermark, watermark_state, seq_start, event_time, ingest, partition, finalize
+        )
+        state = self.read_state(last)
+        value_columns = config.value_columns()
+        record_columns = [*keys, "_seq", "_event_time", *value_columns]
+        if config.trigger.needs_element:
+            record_columns.append("_raw")
+        if batch is not None:
+            records = batch.select(*record_columns)
+        else:
+            records = self.spark.createDataFrame([], self.staging_schema(record_columns))
+        function = make_cogroup_function(config, self.spec, timeline)
+        out = (
+            records.groupBy(*keys)
+            .cogroup(state.groupBy(*keys))
+            .applyInArrow(function, output_ddl(config))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        counts = {
+            (row["_kind"], row["timing"]): row["n"]
+            for row in out.groupBy("_kind", "timing").agg(F.count("*").alias("n")).collect()
+        }
+        panes = {timing: n for (kind, timing), n in counts.items() if kind == "pane"}
+        late_count = counts.get(("late", None), 0)
+        versions: dict[str, int] = {}
+
+        pane_rows = out.where(F.col("_kind") == "pane")
+        if panes:
+            results = self.results_frame(pane_rows, batch_id)
+            store.append_batch(results, "window_results", batch_id)
+            store.merge_latest_panes(self.latest_frame(results), keys, batch_id)
+        if late_count and config.late_output == "side_output":
+            late = (
+                out.where(F.col("_kind") == "late")
+                .select(F.col("_seq"), F.col("watermark"))
+                .join(batch, "_seq")
+                .select(
+                    "_seq", *keys, F.col("_event_time").alias("event_time"),
+                    F.col("_ingest_time").alias("ingest_time"), F.col("_partition").alias("partition"),
+                    F.col("_offset").alias("offset"), F.col("_id").alias("record_id"),
+                    F.col("_file").alias("source_file"), F.col("_line").alias("line"),
+                    F.col("_raw").alias("raw"), "watermark",
+                    F.lit("window_closed").alias("reason"), F.lit(batch_id).cast("long").alias("batch_id"),
+                )
+            )
+            store.append_batch(late, "late_events", batch_id)
+        new_state = out.where(F.col("_kind") == "state").select(
+            *keys, *[name for name, _ in STATE_COLUMNS], F.lit(batch_id).cast("long").alias("batch_id")
+        )
+        store.overwrite_batch(new_state, "operator_state", batch_id)
+        leaks = [row["detail"] for row in out.where(F.col("_kind") == "leak").select("detail").collect()]
+        for leak in leaks:
+            self.progress(f"[{config.name}] WARNING state leak: {leak}")
+        out.unpersist()
+        for table in ("window_results", "window_latest", "late_events", "operator_state"):
+            version = store.version(table)
+            if version is not None:
+                versions[table] = version
+        entry = {
+            "batch_id": batch_id,
+            "epoch": store.epoch,
+            "seq_start": seq_start,
+            "seq_end": seq_end,
+            "records": seq_end - seq_start,
+            "finalize": finalize,
+            "watermark_before": timeline.start_watermark,
+            "watermark_after": new_watermark.watermark,
+            "clock_after": new_watermark.clock,
+            "watermark_state": new_watermark.to_json(),
+            "panes": sum(panes.values()),
+            "late": late_count,
+            "leaks": len(leaks),
+            "table_versions": versions,
+        }
+        log_schema = (
+            "batch_id BIGINT, epoch BIGINT, seq_start BIGINT, seq_end BIGINT, records BIGINT, "
+            "finalize BOOLEAN, watermark_before BIGINT, watermark_after BIGINT, clock_after BIGINT, "
+            "watermark_state STRING, panes BIGINT, late BIGINT, leaks BIGINT, "
+            "table_versions MAP<STRING, BIGINT>"
+        )
+        log_row = self.spark.createDataFrame([entry], log_schema).withColumn(
+            "committed_at", F.current_timestamp()
+        )
+        store.append_batch(log_row, "replay_log", batch_id)
+        summary.batches.append(
+            BatchSummary(batch_id, seq_end - seq_start, panes, late_count, new_watermark.watermark,
+                         time.time() - started)
+        )
+        return entry
+
+    def read_state(self, last: dict[str, Any] | None):
+        version = (last or {}).get("table_versions", {}).get("operator_state") if last else None
+        if version is None:
+            columns = [*[(k, "string") for k in self.config.key], *STATE_COLUMNS]
+            ddl = ", ".join(f"`{n}` {sql_type(t)}" for n, t in columns)
+            return self.spark.createDataFrame([], ddl)
+        return self.store.read("operator_state", version).drop("batch_id")
+
+    def staging_schema(self, columns: list[str]):
+        schema = self.store.read("staging").schema if self.store.exists("staging") else None
+        if schema is not None:
+            from pyspark.sql.types import StructType
+
+            return StructType([schema[c] for c in columns])
+        types = {"_seq": "long", "_event_time": "long", "_raw": "string"}
+        for key in self.config.key:
+            types[key] = "string"
+        for column in self.config.value_columns():
+            types[column] = self.config.column_type(column)
+        return ", ".join(f"`{c}` {sql_type(types[c])}" for c in columns)
+
+    def results_frame(self, pane_rows, batch_id: int):
+        from pyspark.sql import functions as F
+
+        def bound(column: str):
+            return F.when(F.col(column) == MIN_TIMESTAMP, None).otherwise(
+                F.when(F.col("window_start_ms") == MIN_TIMESTAMP, None).otherwise(
+                    F.timestamp_millis(F.col(column))
+                )
+            )
+
+        return pane_rows.select(
+            *self.config.key,
+            bound("window_start_ms").alias("window_start"),
+            bound("window_end_ms").alias("window_end"),
+            F.col("pane_index").cast("int").alias("pane_index"),
+            "timing",
+            "watermark",
+            "replay_clock",
+            "fire_time",
+            *[F.col(f"agg_{spec.name}").alias(spec.name) for spec in self.config.aggregates],
+            F.lit(batch_id).cast("long").alias("batch_id"),
+            "emit_seq",
+            F.col("emit_step").cast("int").alias("emit_step"),
+        )
+
+    def latest_frame(self, results):
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        keys = [*self.config.key, "window_start", "window_end"]
+        newest = Window.partitionBy(*keys).orderBy(F.col("pane_index").desc())
+        return results.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1").drop("_rank")

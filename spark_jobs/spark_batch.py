@@ -1,0 +1,183 @@
+"""The Spark side of one micro-batch: every key's records cogrouped with its state, run through
+:func:`spark_jobs.keyed.process_key` on the executors (Arrow in, Arrow out).
+
+The output is one DataFrame holding four kinds of rows (``_kind``): ``pane`` (a firing),
+``late`` (a late record's sequence number and watermark), ``state`` (a window's new state) and
+``leak`` (a trigger that did not clear its state). The caller persists it and writes each kind
+to its Delta table.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from .config import PipelineConfig
+from .durations import MIN_TIMESTAMP
+from .keyed import process_key
+from .operator import OperatorSpec, WindowStateRow
+from .watermarks import Timeline
+
+_ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
+_SQL_TYPES = {"string": "STRING", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN"}
+
+STATE_COLUMNS = [
+    ("window_start_ms", "long"),
+    ("window_end_ms", "long"),
+    ("is_open", "boolean"),
+    ("pane_count", "long"),
+    ("contents", "string"),
+    ("trigger_state", "string"),
+    ("event_timers", "array<long>"),
+    ("processing_timers", "array<long>"),
+]
+PANE_COLUMNS = [
+    ("pane_index", "long"),
+    ("timing", "string"),
+    ("watermark", "long"),
+    ("replay_clock", "long"),
+    ("fire_time", "long"),
+    ("emit_seq", "long"),
+    ("emit_step", "long"),
+]
+
+
+def aggregate_types(config: PipelineConfig) -> list[tuple[str, str]]:
+    """Output type of each named aggregate, from its function and its input column's type."""
+    types = []
+    for spec in config.aggregates:
+        column_type = config.column_type(spec.column) if spec.column else "long"
+        if spec.function in ("count", "count_distinct"):
+            kind = "long"
+        elif spec.function == "avg":
+            kind = "double"
+        elif spec.function == "sum":
+            kind = "long" if column_type == "long" else "double"
+        elif spec.function == "collect_list":
+            kind = f"array<{column_type}>"
+        else:
+            kind = column_type
+        types.append((spec.name, kind))
+    return types
+
+
+def output_columns(config: PipelineConfig) -> list[tuple[str, str]]:
+    """The union schema of the batch output (name, type) in order."""
+    columns: list[tuple[str, str]] = [("_kind", "string")]
+    columns += [(key, "string") for key in config.key]
+    columns += STATE_COLUMNS + PANE_COLUMNS
+    columns += [(f"agg_{name}", kind) for name, kind in aggregate_types(config)]
+    columns += [("_seq", "long"), ("detail", "string")]
+    return columns
+
+
+def sql_type(kind: str) -> str:
+    if kind.startswith("array<"):
+        return f"ARRAY<{sql_type(kind[6:-1])}>"
+    return _SQL_TYPES[kind]
+
+
+def arrow_type(kind: str) -> pa.DataType:
+    if kind.startswith("array<"):
+        return pa.list_(arrow_type(kind[6:-1]))
+    return _ARROW_TYPES[kind]
+
+
+def output_ddl(config: PipelineConfig) -> str:
+    return ", ".join(f"`{name}` {sql_type(kind)}" for name, kind in output_columns(config))
+
+
+def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: Timeline) -> Any:
+    """The function Spark runs per key: ``(key, records, state) -> output rows`` as Arrow."""
+    key_names = list(config.key)
+    value_columns = [spec_.column for spec_ in config.aggregates]
+    columns = output_columns(config)
+    schema = pa.schema([(name, arrow_type(kind)) for name, kind in columns])
+    needs_element = spec.trigger.needs_element
+
+    def run(key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
+        key_values = tuple(scalar.as_py() for scalar in key)
+        # Spark hands a group's rows over in no particular order: restore replay order.
+        records = records.sort_by("_seq")
+        seqs = records.column("_seq").to_pylist()
+        timestamps = records.column("_event_time").to_pylist()
+        value_lists = [
+            records.column(column).to_pylist() if column else [None] * len(seqs)
+            for column in value_columns
+        ]
+        values = list(zip(*value_lists, strict=True)) if value_lists else [()] * len(seqs)
+        elements = None
+        if needs_element:
+            elements = [json.loads(raw) for raw in records.column("_raw").to_pylist()]
+        out = process_key(spec, timeline, _state_rows(state), seqs, timestamps, values, elements)
+        rows: dict[str, list[Any]] = {name: [] for name, _ in columns}
+        for pane in out.panes:
+            _append(rows, "pane", key_names, key_values, pane.window, {
+                "pane_index": pane.pane_index,
+                "timing": pane.timing,
+                "watermark": pane.watermark,
+                "replay_clock": pane.replay_clock,
+                "fire_time": pane.fire_time,
+                "emit_seq": pane.emit_seq,
+                "emit_step": pane.emit_step,
+                **{f"agg_{s.name}": v for s, v in zip(config.aggregates, pane.values, strict=True)},
+            })
+        for late in out.late:
+            late_values = {"_seq": late.seq, "watermark": late.watermark}
+            _append(rows, "late", key_names, key_values, None, late_values)
+        for row in out.state:
+            _append(rows, "state", key_names, key_values, row.window, {
+                "is_open": row.is_open,
+                "pane_count": row.pane_count,
+                "contents": row.contents,
+                "trigger_state": row.trigger_state,
+                "event_timers": row.event_timers,
+                "processing_timers": row.processing_timers,
+            })
+        for leak in out.leaks:
+            _append(rows, "leak", key_names, key_values, None, {"detail": leak})
+        return pa.table(rows, schema=schema)
+
+    return run
+
+
+def _append(
+    rows: dict[str, list[Any]],
+    kind: str,
+    key_names: list[str],
+    key_values: tuple[Any, ...],
+    window: Any,
+    values: dict[str, Any],
+) -> None:
+    for name, column in rows.items():
+        column.append(values.get(name))
+    rows["_kind"][-1] = kind
+    for name, value in zip(key_names, key_values, strict=True):
+        rows[name][-1] = value
+    if window is not None:
+        rows["window_start_ms"][-1] = window[0]
+        rows["window_end_ms"][-1] = window[1]
+
+
+def _state_rows(state: pa.Table) -> list[WindowStateRow]:
+    if state.num_rows == 0:
+        return []
+    columns = {name: state.column(name).to_pylist() for name, _ in STATE_COLUMNS}
+    return [
+        WindowStateRow(
+            (columns["window_start_ms"][i], columns["window_end_ms"][i]),
+            bool(columns["is_open"][i]),
+            int(columns["pane_count"][i] or 0),
+            columns["contents"][i],
+            columns["trigger_state"][i],
+            columns["event_timers"][i] or [],
+            columns["processing_timers"][i] or [],
+        )
+        for i in range(state.num_rows)
+    ]
+
+
+def is_global(window_start_ms: int) -> bool:
+    return window_start_ms == MIN_TIMESTAMP
