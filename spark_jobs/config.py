@@ -89,6 +89,7 @@ class PipelineConfig:
     aggregates: tuple[AggregateSpec, ...]
     batch_max_records: int
     output_path: str
+    latest_every: int = 10
     quality: QualityConfig = field(default_factory=QualityConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
@@ -189,6 +190,12 @@ class _Parser:
         output_path = output.get("path")
         if not isinstance(output_path, str) or not output_path:
             raise self.fail("output.path", "is required: where the Delta tables go")
+        latest_every = output.get("latest_every", 10)
+        if not isinstance(latest_every, int) or isinstance(latest_every, bool) or latest_every < 1:
+            raise self.fail("output.latest_every", "must be a whole number of batches >= 1")
+        unknown = sorted(set(output) - {"path", "latest_every"})
+        if unknown:
+            raise self.fail(f"output.{unknown[0]}", "unknown setting")
         config = PipelineConfig(
             name=name,
             source=source,
@@ -201,6 +208,7 @@ class _Parser:
             aggregates=tuple(aggregates),
             batch_max_records=max_records,
             output_path=resolve_path(output_path),
+            latest_every=latest_every,
             quality=self.parse_quality(self.mapping(data, "quality")),
             maintenance=self.parse_maintenance(self.mapping(data, "maintenance")),
             schedule=self.parse_schedule(self.mapping(data, "schedule")),

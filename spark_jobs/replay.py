@@ -15,9 +15,11 @@ A run (``replay run PIPELINE.yaml``) does, under the pipeline's lock:
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,22 +107,37 @@ class _Replay:
         self.progress = progress
         self.store = DeltaStore(spark, config)
         self.spec = operator_spec(config)
+        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-write")
 
     def run(self, finalize: bool) -> RunSummary:
+        from .recovery import pipeline_lock
+
+        with pipeline_lock(self.config, self.spark):
+            try:
+                return self._run(finalize)
+            finally:
+                self.pool.shutdown()
+
+    def _run(self, finalize: bool) -> RunSummary:
+        from .recovery import recover
+
         started = time.time()
         summary = RunSummary(self.config.name, self.config.output_path)
-        self.ingest(summary)
         log = self.committed_log()
         last = log[-1] if log else None
+        for repair in recover(self.store, last):
+            self.progress(f"[{self.config.name}] recovery: {repair}")
+        self.ingest(summary)
         pending = self.pending_batches(last)
         total = len(pending) + (1 if finalize and not (last and last["finalize"]) else 0)
         for number, (batch_id, seq_start, seq_end) in enumerate(pending, 1):
-            last = self.run_batch(batch_id, seq_start, seq_end, last, False, summary)
+            final = number == total
+            last = self.run_batch(batch_id, seq_start, seq_end, last, False, final, summary)
             self.report(number, total, summary.batches[-1])
         if finalize and not (last and last["finalize"]):
             batch_id = (last["batch_id"] + 1) if last else 0
             seq = last["seq_end"] if last else 0
-            last = self.run_batch(batch_id, seq, seq, last, True, summary)
+            last = self.run_batch(batch_id, seq, seq, last, True, True, summary)
             self.report(total, total, summary.batches[-1])
         summary.finalized = bool(last and last["finalize"])
         summary.watermark = last["watermark_after"] if last else MIN_TIMESTAMP
@@ -197,12 +214,14 @@ class _Replay:
         rows = [
             (f.path, f.size, f.modified_ms, len(known) + i, ingest_id,
              per_file_records.get(f.path, 0), per_file_bad.get(f.path, 0),
-             seq_base, seq_base + accepted, batch_base)
+             seq_base, seq_base + accepted, batch_base,
+             batch_base + -(-accepted // self.batch_size))
             for i, f in enumerate(new)
         ]
         schema = (
             "path STRING, size BIGINT, modified_ms BIGINT, file_index INT, ingest_id BIGINT, "
-            "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT"
+            "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT, "
+            "batch_end BIGINT"
         )
         # Written last: an ingest without its source_files rows is redone from scratch.
         self.store.replace_where(
@@ -226,11 +245,8 @@ class _Replay:
         """The next free sequence number and batch id (after staged and committed batches)."""
         seq, batch = 0, 0
         if self.store.exists("source_files"):
-            row = self.store.read("source_files").agg({"seq_end": "max"}).collect()[0]
-            seq = row[0] or 0
-        if self.store.exists("staging"):
-            row = self.store.read("staging").agg({"_batch": "max"}).collect()[0]
-            batch = 0 if row[0] is None else row[0] + 1
+            row = self.store.read("source_files").agg({"seq_end": "max", "batch_end": "max"}).collect()[0]
+            seq, batch = row["max(seq_end)"] or 0, row["max(batch_end)"] or 0
         log = self.committed_log()
         if log:
             batch = max(batch, log[-1]["batch_id"] + 1)
@@ -238,10 +254,9 @@ class _Replay:
         return seq, batch
 
     def committed_log(self) -> list[dict[str, Any]]:
-        if not self.store.exists("replay_log"):
-            return []
-        rows = self.store.read("replay_log").orderBy("batch_id").collect()
-        return [row.asDict() for row in rows]
+        from .recovery import committed_log
+
+        return committed_log(self.store)
 
     def pending_batches(self, last: dict[str, Any] | None) -> list[tuple[int, int, int]]:
         if not self.store.exists("staging"):
@@ -267,6 +282,7 @@ class _Replay:
         seq_end: int,
         last: dict[str, Any] | None,
         finalize: bool,
+        last_of_run: bool,
         summary: RunSummary,
     ) -> dict[str, Any]:
         from pyspark import StorageLevel
@@ -283,10 +299,10 @@ class _Replay:
         else:
             batch = None
         timeline_columns = ["_seq", "_event_time", "_ingest_time", "_partition"]
+        arrow = None
         if batch is not None:
             arrow = batch.select(*timeline_columns).orderBy("_seq").toArrow()
-        else:
-            arrow = None
+        steps = {"timeline_read": time.time() - started}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else []
         ingest = None
         if config.source.ingest_time and arrow is not None:
@@ -311,49 +327,58 @@ class _Replay:
             .applyInArrow(function, output_ddl(config))
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
+        mark = time.time()
         counts = {
             (row["_kind"], row["timing"]): row["n"]
             for row in out.groupBy("_kind", "timing").agg(F.count("*").alias("n")).collect()
         }
+        steps["operator"] = time.time() - mark
         panes = {timing: n for (kind, timing), n in counts.items() if kind == "pane"}
         late_count = counts.get(("late", None), 0)
-        versions: dict[str, int] = {}
 
+        writes: list[Callable[[], None]] = []
         pane_rows = out.where(F.col("_kind") == "pane")
+        results = self.results_frame(pane_rows, batch_id)
         if panes:
-            results = self.results_frame(pane_rows, batch_id)
-            store.append_batch(results, "window_results", batch_id)
-            store.merge_latest_panes(self.latest_frame(results), keys, batch_id)
+            writes.append(lambda: store.append_batch(results, "window_results", batch_id))
+        # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
+        # the panes of every batch since the previous MERGE.
+        latest_through = last.get("latest_through", -1) if last else -1
+        if latest_through is None:
+            latest_through = -1
+        if last_of_run or batch_id - latest_through >= config.latest_every:
+            since = results
+            if latest_through < batch_id - 1 and store.exists("window_results"):
+                since = store.read("window_results").where(
+                    (F.col("batch_id") > latest_through) & (F.col("batch_id") < batch_id)
+                ).unionByName(results)
+            writes.append(lambda: store.merge_latest_panes(self.latest_frame(since), keys, batch_id))
+            latest_through = batch_id
         if late_count and config.late_output == "side_output":
-            late = (
-                out.where(F.col("_kind") == "late")
-                .select(F.col("_seq"), F.col("watermark"))
-                .join(batch, "_seq")
-                .select(
-                    "_seq", *keys, F.col("_event_time").alias("event_time"),
-                    F.col("_ingest_time").alias("ingest_time"), F.col("_partition").alias("partition"),
-                    F.col("_offset").alias("offset"), F.col("_id").alias("record_id"),
-                    F.col("_file").alias("source_file"), F.col("_line").alias("line"),
-                    F.col("_raw").alias("raw"), "watermark",
-                    F.lit("window_closed").alias("reason"), F.lit(batch_id).cast("long").alias("batch_id"),
-                )
-            )
-            store.append_batch(late, "late_events", batch_id)
+            late = self.late_frame(out, batch, batch_id)
+            writes.append(lambda: store.append_batch(late, "late_events", batch_id))
         new_state = out.where(F.col("_kind") == "state").select(
             *keys, *[name for name, _ in STATE_COLUMNS], F.lit(batch_id).cast("long").alias("batch_id")
         )
-        store.overwrite_batch(new_state, "operator_state", batch_id)
-        leaks = [row["detail"] for row in out.where(F.col("_kind") == "leak").select("detail").collect()]
+        writes.append(lambda: store.overwrite_batch(new_state, "operator_state", batch_id))
+        leaks = []
+        if counts.get(("leak", None)):
+            leaks = [row["detail"] for row in out.where(F.col("_kind") == "leak").select("detail").collect()]
         for leak in leaks:
             self.progress(f"[{config.name}] WARNING state leak: {leak}")
+        # Different tables commit independently: overlap their Spark jobs and Delta commits.
+        mark = time.time()
+        for future in [self.pool.submit(write) for write in writes]:
+            future.result()
         out.unpersist()
-        for table in ("window_results", "window_latest", "late_events", "operator_state"):
-            version = store.version(table)
-            if version is not None:
-                versions[table] = version
+        steps["writes"] = time.time() - mark
+        versions = {
+            table: version
+            for table in ("window_results", "window_latest", "late_events", "operator_state")
+            if (version := store.version(table)) is not None
+        }
         entry = {
             "batch_id": batch_id,
-            "epoch": store.epoch,
             "seq_start": seq_start,
             "seq_end": seq_end,
             "records": seq_end - seq_start,
@@ -365,23 +390,45 @@ class _Replay:
             "panes": sum(panes.values()),
             "late": late_count,
             "leaks": len(leaks),
+            "latest_through": latest_through,
             "table_versions": versions,
         }
         log_schema = (
-            "batch_id BIGINT, epoch BIGINT, seq_start BIGINT, seq_end BIGINT, records BIGINT, "
+            "batch_id BIGINT, seq_start BIGINT, seq_end BIGINT, records BIGINT, "
             "finalize BOOLEAN, watermark_before BIGINT, watermark_after BIGINT, clock_after BIGINT, "
-            "watermark_state STRING, panes BIGINT, late BIGINT, leaks BIGINT, "
+            "watermark_state STRING, panes BIGINT, late BIGINT, leaks BIGINT, latest_through BIGINT, "
             "table_versions MAP<STRING, BIGINT>"
         )
         log_row = self.spark.createDataFrame([entry], log_schema).withColumn(
             "committed_at", F.current_timestamp()
         )
+        mark = time.time()
         store.append_batch(log_row, "replay_log", batch_id)
+        steps["commit"] = time.time() - mark
+        if os.environ.get("REPLAY_PROFILE"):
+            self.progress("  steps: " + ", ".join(f"{k} {v:.2f}s" for k, v in steps.items()))
         summary.batches.append(
             BatchSummary(batch_id, seq_end - seq_start, panes, late_count, new_watermark.watermark,
                          time.time() - started)
         )
         return entry
+
+    def late_frame(self, out, batch, batch_id: int):
+        from pyspark.sql import functions as F
+
+        return (
+            out.where(F.col("_kind") == "late")
+            .select(F.col("_seq"), F.col("watermark"))
+            .join(batch, "_seq")
+            .select(
+                "_seq", *self.config.key, F.col("_event_time").alias("event_time"),
+                F.col("_ingest_time").alias("ingest_time"), F.col("_partition").alias("partition"),
+                F.col("_offset").alias("offset"), F.col("_id").alias("record_id"),
+                F.col("_file").alias("source_file"), F.col("_line").alias("line"),
+                F.col("_raw").alias("raw"), "watermark",
+                F.lit("window_closed").alias("reason"), F.lit(batch_id).cast("long").alias("batch_id"),
+            )
+        )
 
     def read_state(self, last: dict[str, Any] | None):
         version = (last or {}).get("table_versions", {}).get("operator_state") if last else None

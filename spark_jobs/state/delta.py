@@ -1,8 +1,11 @@
 """The Delta-backed store of one pipeline: every table it writes, named by table verbs.
 
-The only module that talks to Delta directly. Each write of a micro-batch carries Delta's
-idempotent-write identity (``txnAppId`` = pipeline/epoch/table, ``txnVersion`` = batch id), so a
-batch that is retried after a crash writes nothing twice.
+The only module that talks to Delta directly. Exactly-once rests on the ``replay_log``: a batch
+is committed when its log row is written, and that row records every output table's version.
+A batch interrupted before its log row is rolled back with Delta ``RESTORE`` to the versions of
+the last committed batch (see ``spark_jobs.recovery``), then simply run again. (Delta's
+``txnAppId``/``txnVersion`` writes were measured at 0.8-2.4 s per commit here, against 0.3 s
+for a plain append, because each one reconstructs the table's transaction state.)
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from typing import Any
 
 from ..config import PipelineConfig
 
+#: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
+BATCH_TABLES = ("window_results", "window_latest", "late_events", "operator_state")
 TABLES = (
     "window_results",
     "window_latest",
@@ -28,7 +33,6 @@ TABLES = (
 class DeltaStore:
     spark: Any
     config: PipelineConfig
-    epoch: int = 0
 
     def path(self, table: str) -> str:
         return self.config.table_path(table)
@@ -45,23 +49,25 @@ class DeltaStore:
         return reader.load(self.path(table))
 
     def version(self, table: str) -> int | None:
-        from delta.tables import DeltaTable
-
-        if not self.exists(table):
+        """The table's latest version, from a listing of its ``_delta_log`` (no Spark job)."""
+        jvm = self.spark._jvm
+        log_dir = jvm.org.apache.hadoop.fs.Path(self.path(table) + "/_delta_log")
+        fs = log_dir.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        if not fs.exists(log_dir):
             return None
-        return int(DeltaTable.forPath(self.spark, self.path(table)).history(1).collect()[0]["version"])
-
-    def _app_id(self, table: str) -> str:
-        return f"{self.config.name}:{self.epoch}:{table}"
+        versions = [
+            int(name[:-5])
+            for status in fs.listStatus(log_dir)
+            if (name := status.getPath().getName()).endswith(".json") and name[:-5].isdigit()
+        ]
+        return max(versions) if versions else None
 
     def append_batch(self, df, table: str, batch_id: int) -> None:
-        """Append idempotently: a retry of the same batch is skipped by Delta."""
+        """Append one batch's rows; the commit is tagged with the batch for ``history``."""
         (
             df.write.format("delta")
             .mode("append")
-            .option("txnAppId", self._app_id(table))
-            .option("txnVersion", batch_id)
-            .option("mergeSchema", "false")
+            .option("userMetadata", f"batch={batch_id}")
             .save(self.path(table))
         )
 
@@ -69,10 +75,21 @@ class DeltaStore:
         (
             df.write.format("delta")
             .mode("overwrite")
-            .option("txnAppId", self._app_id(table))
-            .option("txnVersion", batch_id)
+            .option("userMetadata", f"batch={batch_id}")
             .save(self.path(table))
         )
+
+    def restore(self, table: str, version: int) -> None:
+        """Delta RESTORE: the table as it was at ``version`` (a new commit; history is kept)."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.path(table)).restoreToVersion(version)
+
+    def drop(self, table: str) -> None:
+        """Delete a table's directory (one created by a batch that never committed)."""
+        jvm = self.spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(self.path(table))
+        path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
 
     def replace_where(self, df, table: str, predicate: str) -> None:
         """Overwrite just the rows matching ``predicate``: idempotent by replacement."""
@@ -92,24 +109,19 @@ class DeltaStore:
                 .location(self.path(table))
                 .addColumns(panes.schema)
                 .property("delta.enableChangeDataFeed", "true")
+                # MERGE marks replaced rows in deletion vectors instead of rewriting files.
+                .property("delta.enableDeletionVectors", "true")
                 .execute()
             )
         match = " AND ".join(
             [f"t.`{k}` = s.`{k}`" for k in keys]
             + ["t.window_start <=> s.window_start", "t.window_end <=> s.window_end"]
         )
-        conf = self.spark.conf
-        conf.set("spark.databricks.delta.write.txnAppId", self._app_id(table))
-        conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
-        try:
-            (
-                DeltaTable.forPath(self.spark, self.path(table))
-                .alias("t")
-                .merge(panes.alias("s"), match)
-                .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index OR s.batch_id > t.batch_id")
-                .whenNotMatchedInsertAll()
-                .execute()
-            )
-        finally:
-            conf.unset("spark.databricks.delta.write.txnAppId")
-            conf.unset("spark.databricks.delta.write.txnVersion")
+        (
+            DeltaTable.forPath(self.spark, self.path(table))
+            .alias("t")
+            .merge(panes.alias("s"), match)
+            .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index OR s.batch_id > t.batch_id")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
