@@ -114,6 +114,7 @@ class KeyedWindowOperator:
         self.late: list[LateRecord] = []
         self.leaks: list[str] = []
         self.ctx = _Context(self)
+        self._cleanup_times: dict[TimeWindow, int] = {}
         self.seq = timeline.seq_start - 1
         self.phase = STEP_EVENT_TIMER
         self.watermark = timeline.start_watermark
@@ -223,9 +224,13 @@ class KeyedWindowOperator:
         return self.event_time and saturating_add(timestamp, self.spec.allowed_lateness) <= self.watermark
 
     def cleanup_time(self, window: TimeWindow) -> int:
-        if not self.event_time:
-            return window.max_timestamp
-        return saturating_add(window.max_timestamp, self.spec.allowed_lateness)
+        time = self._cleanup_times.get(window)
+        if time is None:
+            time = window.max_timestamp
+            if self.event_time:
+                time = saturating_add(time, self.spec.allowed_lateness)
+            self._cleanup_times[window] = time
+        return time
 
     def register_cleanup_timer(self, window: TimeWindow) -> None:
         time = self.cleanup_time(window)

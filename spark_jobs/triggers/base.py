@@ -21,13 +21,10 @@ class TriggerResult(enum.Enum):
     PURGE = (False, True)
     FIRE_AND_PURGE = (True, True)
 
-    @property
-    def is_fire(self) -> bool:
-        return self.value[0]
-
-    @property
-    def is_purge(self) -> bool:
-        return self.value[1]
+    def __init__(self, fire: bool, purge: bool):
+        # Plain attributes, not properties: read once per record on the hot path.
+        self.is_fire = fire
+        self.is_purge = purge
 
 
 @dataclass(frozen=True)
