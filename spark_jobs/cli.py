@@ -4,6 +4,8 @@
     replay validate PIPELINE.yaml check a pipeline config (exit 2 on a bad one)
     replay run PIPELINE.yaml      replay what has not been replayed yet
     replay status PIPELINE.yaml   what has been replayed: batches, watermark, tables
+    replay reset PIPELINE.yaml --yes
+    replay reprocess PIPELINE.yaml --from T1 --to T2 --reason TEXT
     replay demo                   generate the sample archive, replay it, print a summary
 """
 
@@ -64,6 +66,26 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--master", default=None,
                              help="Spark master URL (default: $SPARK_MASTER or local[*])")
             sub.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
+
+    reset = commands.add_parser(
+        "reset", help="delete every table of a pipeline (asks for --yes)",
+        description="Delete all of a pipeline's Delta tables (results, state, logs, quarantine), so "
+        "the next run replays the archive from the beginning.",
+    )
+    reset.add_argument("pipeline", help="pipeline config (YAML)")
+    reset.add_argument("--yes", action="store_true", help="really delete (required)")
+
+    reprocess = commands.add_parser(
+        "reprocess", help="rewind a time range and replay it again",
+        description="Bring state and outputs back to just before the first batch holding a record "
+        "with event time in [FROM, TO) (Delta RESTORE to the versions in the replay log), then "
+        "replay forward. The result equals a clean replay.",
+    )
+    reprocess.add_argument("pipeline", help="pipeline config (YAML)")
+    reprocess.add_argument("--from", dest="start", required=True,
+                           help="start of the range: ISO-8601 with zone, or epoch ms")
+    reprocess.add_argument("--to", dest="end", required=True, help="end of the range (exclusive)")
+    reprocess.add_argument("--reason", required=True, help="why (recorded in reprocess_history)")
 
     demo = commands.add_parser(
         "demo", help="generate a sample archive, replay it and print a summary",
@@ -155,6 +177,53 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reset(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .recovery import reset
+
+    config = load_config(args.pipeline)
+    if not args.yes:
+        raise ConfigError("--yes", f"reset deletes every table under {config.output_path}; "
+                          "add --yes to confirm")
+    dropped = reset(config)
+    print(f"reset {config.name}: deleted {', '.join(dropped) if dropped else 'nothing (no tables)'}")
+    return 0
+
+
+def cmd_reprocess(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .recovery import reprocess
+
+    config = load_config(args.pipeline)
+    start, end = parse_instant(args.start, "--from"), parse_instant(args.end, "--to")
+    if start >= end:
+        raise ConfigError("--to", "must be after --from")
+    if not args.reason.strip():
+        raise ConfigError("--reason", "must not be empty")
+    summary = reprocess(config, start, end, args.reason)
+    if summary is None:
+        print(f"reprocess {config.name}: no replayed batch holds records in that range; nothing to do")
+    else:
+        print(format_summary(summary))
+    return 0
+
+
+def parse_instant(text: str, field: str) -> int:
+    """Epoch milliseconds from ``1700000000000`` or ISO-8601 with a zone."""
+    import datetime as dt
+
+    value = text.strip()
+    if value.lstrip("-").isdigit():
+        return int(value)
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise ConfigError(field, f"not an ISO-8601 time or epoch ms: {text!r}") from error
+    if moment.tzinfo is None:
+        raise ConfigError(field, f"needs a time zone (e.g. {value}Z): {text!r}")
+    return int(moment.timestamp() * 1000)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     import shutil
 
@@ -208,6 +277,8 @@ COMMANDS = {
     "run": cmd_run,
     "status": cmd_status,
     "demo": cmd_demo,
+    "reset": cmd_reset,
+    "reprocess": cmd_reprocess,
 }
 
 
