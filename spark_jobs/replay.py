@@ -95,6 +95,18 @@ def run_pipeline(
     return replay.run(finalize)
 
 
+def crash_point(name: str) -> None:
+    """Fault injection for the kill-and-resume tests: SIGKILL this process at a named point.
+
+    ``REPLAY_CRASH_AT=batch:3:state`` kills the replay right after batch 3's state write; no
+    cleanup runs, exactly as if the machine had died there.
+    """
+    if os.environ.get("REPLAY_CRASH_AT") == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -204,6 +216,7 @@ class _Replay:
             .drop("_mid")
         )
         self.store.replace_where(staged.sortWithinPartitions("_seq"), "staging", f"_ingest = {ingest_id}")
+        crash_point("ingest:staged")
         bad = quarantine.withColumn("ingest_id", F.lit(ingest_id).cast("long")).persist()
         self.store.replace_where(bad, "quarantine", f"ingest_id = {ingest_id}")
         per_file_records = dict(ordered.groupBy("_file").count().collect())
@@ -223,6 +236,7 @@ class _Replay:
             "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT, "
             "batch_end BIGINT"
         )
+        crash_point("ingest:quarantined")
         # Written last: an ingest without its source_files rows is redone from scratch.
         self.store.replace_where(
             self.spark.createDataFrame(rows, schema), "source_files", f"ingest_id = {ingest_id}"
@@ -339,8 +353,15 @@ class _Replay:
         writes: list[Callable[[], None]] = []
         pane_rows = out.where(F.col("_kind") == "pane")
         results = self.results_frame(pane_rows, batch_id)
+        def traced(name: str, write: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                write()
+                crash_point(f"batch:{batch_id}:{name}")
+
+            return run
+
         if panes:
-            writes.append(lambda: store.append_batch(results, "window_results", batch_id))
+            writes.append(traced("results", lambda: store.append_batch(results, "window_results", batch_id)))
         # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
         # the panes of every batch since the previous MERGE.
         latest_through = last.get("latest_through", -1) if last else -1
@@ -352,15 +373,16 @@ class _Replay:
                 since = store.read("window_results").where(
                     (F.col("batch_id") > latest_through) & (F.col("batch_id") < batch_id)
                 ).unionByName(results)
-            writes.append(lambda: store.merge_latest_panes(self.latest_frame(since), keys, batch_id))
+            latest = self.latest_frame(since)
+            writes.append(traced("latest", lambda: store.merge_latest_panes(latest, keys, batch_id)))
             latest_through = batch_id
         if late_count and config.late_output == "side_output":
             late = self.late_frame(out, batch, batch_id)
-            writes.append(lambda: store.append_batch(late, "late_events", batch_id))
+            writes.append(traced("late", lambda: store.append_batch(late, "late_events", batch_id)))
         new_state = out.where(F.col("_kind") == "state").select(
             *keys, *[name for name, _ in STATE_COLUMNS], F.lit(batch_id).cast("long").alias("batch_id")
         )
-        writes.append(lambda: store.overwrite_batch(new_state, "operator_state", batch_id))
+        writes.append(traced("state", lambda: store.overwrite_batch(new_state, "operator_state", batch_id)))
         leaks = []
         if counts.get(("leak", None)):
             leaks = [row["detail"] for row in out.where(F.col("_kind") == "leak").select("detail").collect()]
@@ -402,8 +424,10 @@ class _Replay:
         log_row = self.spark.createDataFrame([entry], log_schema).withColumn(
             "committed_at", F.current_timestamp()
         )
+        crash_point(f"batch:{batch_id}:before-commit")
         mark = time.time()
         store.append_batch(log_row, "replay_log", batch_id)
+        crash_point(f"batch:{batch_id}:committed")
         steps["commit"] = time.time() - mark
         if os.environ.get("REPLAY_PROFILE"):
             self.progress("  steps: " + ", ".join(f"{k} {v:.2f}s" for k, v in steps.items()))
