@@ -95,6 +95,29 @@ def run_pipeline(
     return replay.run(finalize)
 
 
+def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
+    """Refuse to go on when a file that was already replayed changed or disappeared."""
+    from .exceptions import ArchiveChangedError
+
+    present = {f.path: f for f in files}
+    problems = []
+    for path, seen in sorted(known.items()):
+        current = present.get(path)
+        if current is None:
+            problems.append(f"removed: {path}")
+        elif current.size != seen["size"] or current.modified_ms != seen["modified_ms"]:
+            problems.append(
+                f"changed: {path} (size {seen['size']} -> {current.size}, "
+                f"modified {seen['modified_ms']} -> {current.modified_ms})"
+            )
+    if problems:
+        raise ArchiveChangedError(
+            "the archive changed under files that were already replayed; replaying would silently "
+            "differ from the results already written. Restore the files, or start over with "
+            "`replay reset`:\n  " + "\n  ".join(problems)
+        )
+
+
 def crash_point(name: str) -> None:
     """Fault injection for the kill-and-resume tests: SIGKILL this process at a named point.
 
@@ -174,6 +197,7 @@ class _Replay:
 
         files = list_archive(self.spark, self.config.source)
         known = self.known_files()
+        check_archive_unchanged(files, known)
         new = [f for f in files if f.path not in known]
         if not new:
             return
@@ -249,6 +273,20 @@ class _Replay:
             f"[{self.config.name}] ingested {len(new)} files: {accepted + quarantined} records, "
             f"{accepted} accepted, {quarantined} quarantined"
         )
+
+    def maintain(self, batch_id: int) -> None:
+        """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule, inside the batch so the
+        versions its commit row records include the maintenance commits."""
+        maintenance = self.config.maintenance
+        due = lambda every: every and (batch_id + 1) % every == 0  # noqa: E731
+        if due(maintenance.optimize_every):
+            for table in ("window_results", "late_events", "operator_state", "replay_log", "window_latest"):
+                if self.store.exists(table):
+                    self.store.optimize(table)
+        if due(maintenance.vacuum_every):
+            for table in ("window_results", "late_events", "operator_state", "replay_log", "window_latest"):
+                if self.store.exists(table):
+                    self.store.vacuum(table, maintenance.vacuum_retention_hours)
 
     def known_files(self) -> dict[str, dict[str, Any]]:
         if not self.store.exists("source_files"):
@@ -393,6 +431,7 @@ class _Replay:
         for future in [self.pool.submit(write) for write in writes]:
             future.result()
         out.unpersist()
+        self.maintain(batch_id)
         steps["writes"] = time.time() - mark
         versions = {
             table: version

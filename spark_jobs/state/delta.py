@@ -79,6 +79,19 @@ class DeltaStore:
             .save(self.path(table))
         )
 
+    def optimize(self, table: str) -> None:
+        """Compact small files (Delta OPTIMIZE)."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.path(table)).optimize().executeCompaction()
+
+    def vacuum(self, table: str, retention_hours: int) -> None:
+        """Delete files no version within the retention needs. Rewinds (reprocess, recovery) can
+        only reach versions inside this retention."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.path(table)).vacuum(retention_hours)
+
     def restore(self, table: str, version: int) -> None:
         """Delta RESTORE: the table as it was at ``version`` (a new commit; history is kept)."""
         from delta.tables import DeltaTable
