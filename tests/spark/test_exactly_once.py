@@ -107,3 +107,21 @@ def test_second_replay_of_same_pipeline_is_refused(tmp_path):
         with pytest.raises(ConcurrentRunError):
             with pipeline_lock(config):
                 pass
+
+
+def test_changed_or_removed_archive_file_stops_the_run_and_new_files_are_picked_up(spark, tmp_path):
+    archive = write_archive(tmp_path / "archive", records=40, files=2)
+    config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse")
+    assert run_cli("run", str(config)).returncode == 0
+    extra = write_archive(tmp_path / "more", records=4, files=1, seed=9) / "part-000.jsonl"
+    shutil.copy(extra, archive / "part-900.jsonl")
+    picked = run_cli("run", str(config))
+    assert picked.returncode == 0 and "ingested 1 files" in picked.stderr
+    with open(archive / "part-000.jsonl", "a") as handle:
+        handle.write('{"event_id": "sneaky"}\n')
+    changed = run_cli("run", str(config))
+    assert changed.returncode == 1
+    assert "changed:" in changed.stderr and "part-000.jsonl" in changed.stderr
+    (archive / "part-000.jsonl").unlink()
+    removed = run_cli("run", str(config))
+    assert removed.returncode == 1 and "removed:" in removed.stderr
