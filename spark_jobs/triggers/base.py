@@ -7,6 +7,7 @@ Each hook returns a :class:`TriggerResult` and the operator acts on it.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +59,8 @@ class Trigger:
     and round-tripped through ``to_dict`` / ``trigger_from_dict``.
     """
 
-    kind: ClassVar[str]
+    #: Built-ins name themselves; a user-defined trigger is ``custom`` and round-trips by import path.
+    kind: ClassVar[str] = "custom"
     #: Set to True when ``on_element`` reads the record (custom triggers); built-ins don't, and
     #: the operator then skips building the record mapping.
     needs_element: ClassVar[bool] = False
@@ -86,7 +88,15 @@ class Trigger:
         """Delete every timer and state value this trigger created for ``window``."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.kind}
+        if self.kind != "custom":
+            return {"type": self.kind}
+        params = (
+            {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+            if dataclasses.is_dataclass(self)
+            else {}
+        )
+        cls = type(self)
+        return {"type": "custom", "class": f"{cls.__module__}.{cls.__qualname__}", "params": params}
 
 
 def min_merge(a: int, b: int) -> int:
