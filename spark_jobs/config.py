@@ -28,8 +28,19 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _TOP_LEVEL = {
     "name", "source", "key", "watermark", "window", "trigger", "allowed_lateness",
     "late_output", "aggregates", "batch", "output", "quality", "maintenance", "schedule",
-    "description",
+    "description", "evictor", "aggregate_function", "process_function",
 }
+_OUTPUT_TYPE = re.compile(r"^(string|long|double|boolean|array<(string|long|double|boolean)>)$")
+
+
+@dataclass(frozen=True)
+class UserFunction:
+    """A user-defined window function named in the config: its instance and declared outputs."""
+
+    path: str
+    params: dict[str, Any]
+    output: dict[str, str]
+    instance: Any = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,9 @@ class PipelineConfig:
     batch_max_records: int
     output_path: str
     latest_every: int = 10
+    evictor: Any = None
+    aggregate_function: UserFunction | None = None
+    process_function: UserFunction | None = None
     quality: QualityConfig = field(default_factory=QualityConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
@@ -114,6 +128,28 @@ class PipelineConfig:
             return self.source.types[column]
         numeric = any(s.column == column and s.function in NUMERIC_FUNCTIONS for s in self.aggregates)
         return "double" if numeric else "string"
+
+    def outputs(self) -> list[tuple[str, str]]:
+        """The named values each firing emits, with their types, in column order."""
+        if self.process_function is not None:
+            return list(self.process_function.output.items())
+        outputs = []
+        for spec in self.aggregates:
+            column_type = self.column_type(spec.column) if spec.column else "long"
+            if spec.function in ("count", "count_distinct"):
+                kind = "long"
+            elif spec.function == "avg":
+                kind = "double"
+            elif spec.function == "sum":
+                kind = "long" if column_type == "long" else "double"
+            elif spec.function == "collect_list":
+                kind = f"array<{column_type}>"
+            else:
+                kind = column_type
+            outputs.append((spec.name, kind))
+        if self.aggregate_function is not None:
+            outputs += list(self.aggregate_function.output.items())
+        return outputs
 
     def table_path(self, table: str) -> str:
         return join_path(self.output_path, table)
@@ -181,7 +217,19 @@ class _Parser:
         late_output = data.get("late_output", "side_output")
         if late_output not in LATE_OUTPUTS:
             raise self.fail("late_output", f"must be one of {', '.join(LATE_OUTPUTS)}")
-        aggregates = self.parse_aggregates(data.get("aggregates"))
+        process_function = self.parse_function(data, "process_function")
+        aggregate_function = self.parse_function(data, "aggregate_function")
+        if process_function is not None and data.get("aggregates") is None and aggregate_function is None:
+            aggregates = []  # full-window form: the process function sees every record
+        else:
+            aggregates = self.parse_aggregates(data.get("aggregates"))
+        evictor = None
+        if data.get("evictor") is not None:
+            from .functions import evictor_from_dict
+
+            evictor = self.build("evictor", evictor_from_dict, self.mapping(data, "evictor"))
+            if aggregate_function is not None:
+                raise self.fail("evictor", "cannot be combined with an incremental aggregate_function")
         batch = self.mapping(data, "batch")
         max_records = batch.get("max_records", 100_000)
         if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
@@ -209,6 +257,9 @@ class _Parser:
             batch_max_records=max_records,
             output_path=resolve_path(output_path),
             latest_every=latest_every,
+            evictor=evictor,
+            aggregate_function=aggregate_function,
+            process_function=process_function,
             quality=self.parse_quality(self.mapping(data, "quality")),
             maintenance=self.parse_maintenance(self.mapping(data, "maintenance")),
             schedule=self.parse_schedule(self.mapping(data, "schedule")),
@@ -295,6 +346,28 @@ class _Parser:
             except ValueError as error:
                 raise self.fail(f"aggregates.{name}", str(error)) from error
         return specs
+
+    def parse_function(self, data: dict[str, Any], name: str) -> UserFunction | None:
+        spec = self.mapping(data, name)
+        if not spec:
+            return None
+        from .functions import AggregateFunction, ProcessWindowFunction, load_object
+
+        base = AggregateFunction if name == "aggregate_function" else ProcessWindowFunction
+        path, params, output = spec.get("class"), spec.get("params") or {}, spec.get("output")
+        if not isinstance(path, str):
+            raise self.fail(f"{name}.class", "is required: the import path of the class")
+        if not isinstance(output, dict) or not output:
+            raise self.fail(f"{name}.output", "must declare the outputs, e.g. {total: double}")
+        for column, kind in output.items():
+            if not isinstance(kind, str) or not _OUTPUT_TYPE.match(kind):
+                raise self.fail(f"{name}.output.{column}", "type must be string, long, double, "
+                                "boolean or array<...> of them")
+        try:
+            instance = load_object(path, params, base)
+        except ValueError as error:
+            raise self.fail(f"{name}.class", str(error)) from error
+        return UserFunction(path, dict(params), dict(output), instance)
 
     def parse_quality(self, data: dict[str, Any]) -> QualityConfig:
         values = {}

@@ -11,6 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .aggregates import Aggregation
+from .config import PipelineConfig
+from .functions import BufferedPane, IncrementalPane
 from .operator import KeyedWindowOperator, LateRecord, OperatorSpec, Pane, WindowStateRow
 from .watermarks import Timeline
 
@@ -23,6 +26,25 @@ class KeyOutput:
     leaks: list[str]
 
 
+def operator_spec(config: PipelineConfig) -> OperatorSpec:
+    """The operator's per-pipeline parts, built once from the config."""
+    aggregation = Aggregation(list(config.aggregates))
+    names = [name for name, _ in config.outputs()]
+    process = config.process_function.instance if config.process_function else None
+    if config.evictor is not None or (process is not None and not config.aggregates):
+        pane: Any = BufferedPane(aggregation, config.evictor, process, names)
+    else:
+        user = config.aggregate_function
+        pane = IncrementalPane(
+            aggregation,
+            user.instance if user else None,
+            list(user.output) if user else [],
+            process,
+            names,
+        )
+    return OperatorSpec(config.window, config.trigger, pane, config.allowed_lateness)
+
+
 def process_key(
     spec: OperatorSpec,
     timeline: Timeline,
@@ -31,9 +53,10 @@ def process_key(
     timestamps: Sequence[int],
     values: Sequence[tuple[Any, ...]],
     elements: Sequence[Any] | None = None,
+    key: tuple[Any, ...] = (),
 ) -> KeyOutput:
     """Restore the key's operator state, run its records and due timers, and dump the state."""
-    operator = KeyedWindowOperator(spec, timeline)
+    operator = KeyedWindowOperator(spec, timeline, key)
     operator.load_state(state)
     operator.process(seqs, timestamps, values, elements)
     return KeyOutput(operator.panes, operator.late, operator.dump_state(), operator.leaks)

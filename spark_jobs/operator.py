@@ -20,7 +20,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .aggregates import Aggregation
 from .durations import MAX_TIMESTAMP, saturating_add
 from .triggers.base import StateDescriptor, Trigger, TriggerResult
 from .watermarks import Timeline
@@ -37,8 +36,13 @@ class OperatorSpec:
 
     assigner: WindowAssigner
     trigger: Trigger
-    aggregation: Aggregation
+    #: What a firing computes: ``functions.IncrementalPane`` or ``functions.BufferedPane``.
+    pane: Any
     allowed_lateness: int = 0
+
+    @property
+    def needs_element(self) -> bool:
+        return self.trigger.needs_element or self.pane.needs_element
 
 
 class Pane(NamedTuple):
@@ -98,11 +102,12 @@ class _Timers:
 class KeyedWindowOperator:
     """The window operator for one key. Load its state, ``process`` a batch, dump its state."""
 
-    def __init__(self, spec: OperatorSpec, timeline: Timeline):
+    def __init__(self, spec: OperatorSpec, timeline: Timeline, key: tuple[Any, ...] = ()):
         self.spec = spec
         self.assigner = spec.assigner
         self.trigger = spec.trigger
-        self.aggregation = spec.aggregation
+        self.pane = spec.pane
+        self.key = key
         self.merging = spec.assigner.merging
         self.event_time = spec.assigner.is_event_time
         self.timeline = timeline
@@ -184,8 +189,8 @@ class KeyedWindowOperator:
             if state is None:
                 state = self.windows[window] = _Window()
             if state.contents is None:
-                state.contents = self.aggregation.create()
-            self.aggregation.add(state.contents, values, seq)
+                state.contents = self.pane.create()
+            state.contents = self.pane.add(state.contents, seq, timestamp, values, element)
             self.ctx.window = window
             result = self.trigger.on_element(element, timestamp, window, self.ctx)
             if result.is_fire:
@@ -257,6 +262,7 @@ class KeyedWindowOperator:
     def emit_window_contents(
         self, window: TimeWindow, state: _Window, timing: str, fire_time: int | None
     ) -> None:
+        values, state.contents = self.pane.fire(state.contents, self.key, window, state.pane_count)
         self.panes.append(
             Pane(
                 window,
@@ -265,7 +271,7 @@ class KeyedWindowOperator:
                 self.watermark,
                 self.clock,
                 fire_time,
-                self.aggregation.result(state.contents),
+                values,
                 self.seq,
                 self.phase,
             )
@@ -307,11 +313,11 @@ class KeyedWindowOperator:
                 if contents is None:
                     contents = state.contents
                 else:
-                    contents = self.aggregation.merge(contents, state.contents)
+                    contents = self.pane.merge(contents, state.contents)
         target = self.windows.setdefault(cover, _Window())
         if contents is not None:
             target.contents = (
-                contents if target.contents is None else self.aggregation.merge(target.contents, contents)
+                contents if target.contents is None else self.pane.merge(target.contents, contents)
             )
 
     # ---- timers --------------------------------------------------------------------------------
@@ -351,7 +357,7 @@ class KeyedWindowOperator:
             if row.is_open:
                 contents = None
                 if row.contents is not None:
-                    contents = self.aggregation.from_json(json.loads(row.contents))
+                    contents = self.pane.from_json(json.loads(row.contents))
                 self.windows[window] = _Window(contents, row.pane_count)
             if row.trigger_state:
                 self.trigger_state[window] = json.loads(row.trigger_state)
@@ -379,7 +385,7 @@ class KeyedWindowOperator:
                     state.pane_count if state else 0,
                     None
                     if state is None or state.contents is None
-                    else json.dumps(self.aggregation.to_json(state.contents)),
+                    else json.dumps(self.pane.to_json(state.contents)),
                     json.dumps(trigger_state, sort_keys=True) if trigger_state else None,
                     sorted(events.get(window, [])),
                     sorted(processing.get(window, [])),

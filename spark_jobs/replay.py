@@ -23,10 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .aggregates import Aggregation
 from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
-from .operator import OperatorSpec
+from .keyed import operator_spec
 from .spark_batch import STATE_COLUMNS, make_cogroup_function, output_ddl, sql_type
 from .state.delta import DeltaStore
 from .watermarks import WatermarkState, compute_timeline
@@ -72,12 +71,6 @@ class RunSummary:
     @property
     def records_replayed(self) -> int:
         return sum(batch.records for batch in self.batches)
-
-
-def operator_spec(config: PipelineConfig) -> OperatorSpec:
-    return OperatorSpec(
-        config.window, config.trigger, Aggregation(list(config.aggregates)), config.allowed_lateness
-    )
 
 
 def run_pipeline(
@@ -366,7 +359,7 @@ class _Replay:
         state = self.read_state(last)
         value_columns = config.value_columns()
         record_columns = [*keys, "_seq", "_event_time", *value_columns]
-        if config.trigger.needs_element:
+        if self.spec.needs_element:
             record_columns.append("_raw")
         if batch is not None:
             records = batch.select(*record_columns)
@@ -533,7 +526,7 @@ class _Replay:
             "watermark",
             "replay_clock",
             "fire_time",
-            *[F.col(f"agg_{spec.name}").alias(spec.name) for spec in self.config.aggregates],
+            *[F.col(f"agg_{name}").alias(name) for name, _ in self.config.outputs()],
             F.lit(batch_id).cast("long").alias("batch_id"),
             "emit_seq",
             F.col("emit_step").cast("int").alias("emit_step"),

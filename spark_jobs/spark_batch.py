@@ -44,31 +44,12 @@ PANE_COLUMNS = [
 ]
 
 
-def aggregate_types(config: PipelineConfig) -> list[tuple[str, str]]:
-    """Output type of each named aggregate, from its function and its input column's type."""
-    types = []
-    for spec in config.aggregates:
-        column_type = config.column_type(spec.column) if spec.column else "long"
-        if spec.function in ("count", "count_distinct"):
-            kind = "long"
-        elif spec.function == "avg":
-            kind = "double"
-        elif spec.function == "sum":
-            kind = "long" if column_type == "long" else "double"
-        elif spec.function == "collect_list":
-            kind = f"array<{column_type}>"
-        else:
-            kind = column_type
-        types.append((spec.name, kind))
-    return types
-
-
 def output_columns(config: PipelineConfig) -> list[tuple[str, str]]:
     """The union schema of the batch output (name, type) in order."""
     columns: list[tuple[str, str]] = [("_kind", "string")]
     columns += [(key, "string") for key in config.key]
     columns += STATE_COLUMNS + PANE_COLUMNS
-    columns += [(f"agg_{name}", kind) for name, kind in aggregate_types(config)]
+    columns += [(f"agg_{name}", kind) for name, kind in config.outputs()]
     columns += [("_seq", "long"), ("detail", "string")]
     return columns
 
@@ -95,7 +76,8 @@ def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: 
     value_columns = [spec_.column for spec_ in config.aggregates]
     columns = output_columns(config)
     schema = pa.schema([(name, arrow_type(kind)) for name, kind in columns])
-    needs_element = spec.trigger.needs_element
+    needs_element = spec.needs_element
+    output_names = [name for name, _ in config.outputs()]
 
     def run(key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
         key_values = tuple(scalar.as_py() for scalar in key)
@@ -111,7 +93,7 @@ def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: 
         elements = None
         if needs_element:
             elements = [json.loads(raw) for raw in records.column("_raw").to_pylist()]
-        out = process_key(spec, timeline, _state_rows(state), seqs, timestamps, values, elements)
+        out = process_key(spec, timeline, _state_rows(state), seqs, timestamps, values, elements, key_values)
         rows: dict[str, list[Any]] = {name: [] for name, _ in columns}
         for pane in out.panes:
             _append(rows, "pane", key_names, key_values, pane.window, {
@@ -122,7 +104,7 @@ def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: 
                 "fire_time": pane.fire_time,
                 "emit_seq": pane.emit_seq,
                 "emit_step": pane.emit_step,
-                **{f"agg_{s.name}": v for s, v in zip(config.aggregates, pane.values, strict=True)},
+                **{f"agg_{n}": v for n, v in zip(output_names, pane.values, strict=True)},
             })
         for late in out.late:
             late_values = {"_seq": late.seq, "watermark": late.watermark}

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..config import PipelineConfig
-from ..keyed import process_key
+from ..keyed import operator_spec, process_key
 from ..operator import LateRecord, OperatorSpec, Pane, WindowStateRow
 from ..watermarks import WatermarkState, compute_timeline
 
@@ -58,7 +58,7 @@ class MemoryReplay:
         by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for i, record in enumerate(records):
             by_key[record.key].append(i)
-        needs_element = self.spec.trigger.needs_element
+        needs_element = self.spec.needs_element
         for key in sorted(set(by_key) | set(self.state)):
             rows = by_key.get(key, [])
             out = process_key(
@@ -69,6 +69,7 @@ class MemoryReplay:
                 [records[i].event_time for i in rows],
                 [records[i].values for i in rows],
                 [records[i].fields for i in rows] if needs_element else None,
+                key,
             )
             self.panes.extend((key, pane) for pane in out.panes)
             self.late.extend((key, late) for late in out.late)
@@ -93,9 +94,4 @@ class MemoryReplay:
         )
 
 
-def operator_spec(config: PipelineConfig) -> OperatorSpec:
-    from ..aggregates import Aggregation
-
-    return OperatorSpec(
-        config.window, config.trigger, Aggregation(list(config.aggregates)), config.allowed_lateness
-    )
+__all__ = ["MemoryReplay", "Record", "operator_spec"]
