@@ -54,7 +54,10 @@ def write_pipeline(path: Path, archive: Path, output: Path, **overrides: Any) ->
         "output": {"path": str(output), "latest_every": 3},
     }
     for key, value in overrides.items():
-        config[key] = value
+        if value is None:
+            config.pop(key, None)  # e.g. aggregates: None -> a process function sees every record
+        else:
+            config[key] = value
     path.write_text(yaml.safe_dump(config))
     return path
 

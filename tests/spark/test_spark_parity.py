@@ -27,7 +27,28 @@ CASES = {
         "trigger": {"type": "continuous_processing_time", "interval": "7s"},
         "watermark": {"max_out_of_orderness": "2s", "emit": "periodic:5s", "idle_timeout": "30s"},
     },
+    "custom_trigger_count_evictor": {
+        "trigger": {"type": "custom", "class": "spark_jobs.contrib.triggers.ThresholdTrigger",
+                    "params": {"field": "value", "threshold": 20}},
+        "evictor": {"type": "count", "count": 3}, "allowed_lateness": "10s",
+    },
+    "process_function_full_window": {
+        "aggregates": None,
+        "process_function": {
+            "class": "spark_jobs.contrib.functions.PaneSummary",
+            "params": {"field": "partition", "time_field": "ts"},
+            "output": {"records": "long", "distinct_values": "long", "span_ms": "long", "pane": "long"},
+        },
+    },
 }
+
+
+def comparable(value):
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
 
 
 def memory_replay(config_path, archive_dir):
@@ -36,15 +57,17 @@ def memory_replay(config_path, archive_dir):
     for path in sorted(archive_dir.glob("*.jsonl")):
         rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows.sort(key=lambda r: (r["ingest_ts"], str(r["partition"]), r["offset"]))
+    columns = [spec.column for spec in config.aggregates]
     records = [
-        Record((r["user"],), r["ts"], (None, r["value"], r["event_id"]), r["ingest_ts"], str(r["partition"]))
+        Record((r["user"],), r["ts"], tuple(r.get(c) if c else None for c in columns), r["ingest_ts"],
+               str(r["partition"]), fields=r)
         for r in rows
     ]
     replay = MemoryReplay(config, operator_spec(config))
     replay.run(records, batch_size=len(records) or 1)
     panes = sorted(
         (key[0], p.window.start, p.pane_index, p.timing, p.watermark, p.replay_clock, p.fire_time,
-         p.values[0], round(p.values[1], 6) if p.values[1] is not None else None, tuple(p.values[2]))
+         *[comparable(v) for v in p.values])
         for key, p in replay.panes
     )
     late = sorted(rows[late.seq]["event_id"] for _, late in replay.late)
@@ -55,14 +78,17 @@ def memory_replay(config_path, archive_dir):
 @pytest.mark.parametrize("batch_size", [7, 1000])
 def test_spark_replay_equals_memory_replay(spark, tmp_path, case, batch_size):
     archive = write_archive(tmp_path / "archive", records=160, keys=4, partitions=3, seed=len(case))
-    config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse", **CASES[case])
+    overrides = dict(CASES[case])
+    if overrides.get("aggregates", True) is None:
+        overrides["aggregates"] = None
+    config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse", **overrides)
+    names = [name for name, _ in load_config(config).outputs()]
     done = run_cli("run", str(config), "--batch-size", str(batch_size), "--finalize")
     assert done.returncode == 0, done.stderr[-3000:]
     results = spark.read.format("delta").load(str(tmp_path / "lakehouse" / "window_results")).collect()
     panes = sorted(
         (r.user, int(r.window_start.timestamp() * 1000), r.pane_index, r.timing, r.watermark,
-         r.replay_clock, r.fire_time, r.n, round(r.total, 6) if r.total is not None else None,
-         tuple(r.ids))
+         r.replay_clock, r.fire_time, *[comparable(r[n]) for n in names])
         for r in results
     )
     late_path = tmp_path / "lakehouse" / "late_events"
