@@ -86,7 +86,8 @@ def test_worked_example_is_reproduced_for_every_batch_size(spark, tmp_path, batc
     assert json.loads(late[0].raw)["frequency"] == 5
 
     latest = spark.read.format("delta").load(str(lakehouse / "window_latest")).collect()
-    assert sorted((r.pane_index, r.timing) for r in latest) == [(0, "ON_TIME"), (5, "ON_TIME"), (5, "ON_TIME")]
+    expected_latest = [(0, "ON_TIME"), (5, "ON_TIME"), (5, "ON_TIME")]
+    assert sorted((r.pane_index, r.timing) for r in latest) == expected_latest
     state = spark.read.format("delta").load(str(lakehouse / "operator_state"))
     assert state.count() == 0, "closed windows must leave the state"
     log = spark.read.format("delta").load(str(lakehouse / "replay_log"))
