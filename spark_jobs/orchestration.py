@@ -154,8 +154,8 @@ def _check_cron(expression: str, source: str | None) -> None:
     from airflow.sdk import CronDataIntervalTimetable
 
     try:
-        CronDataIntervalTimetable(expression, timezone="UTC")
-    except Exception as error:  # croniter's errors vary by version
+        CronDataIntervalTimetable(expression, timezone="UTC").validate()
+    except Exception as error:  # AirflowTimetableInvalid; croniter's own errors vary by version
         raise ConfigError("schedule.interval", f"not a valid cron expression: {error}", source) from error
 
 
