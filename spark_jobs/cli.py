@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--master", default=None,
                              help="Spark master URL (default: $SPARK_MASTER or local[*])")
             sub.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
+            sub.add_argument("--until", default=None,
+                             help="replay only batches whose replay clock is before this time "
+                             "(ISO-8601 with zone or epoch ms), e.g. an Airflow data interval's end")
 
     reset = commands.add_parser(
         "reset", help="delete every table of a pipeline (asks for --yes)",
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .generator import GeneratorSpec, generate_archive
+    from .generator import DEMO_SPEC, generate_archive
 
     overrides: dict[str, Any] = {
         "events": args.events, "seed": args.seed, "kind": args.kind, "format": args.format,
@@ -125,7 +128,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for name, value in overrides.items():
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ConfigError(name.replace("_", "-"), "must not be negative")
-    spec = replace(GeneratorSpec(), **overrides)
+    spec = replace(DEMO_SPEC, **overrides)  # defaults: the demo archive the demo config expects
     summary = generate_archive(args.out, spec)
     print(
         f"wrote {summary.events} lines ({summary.duplicates} duplicates, {summary.corrupt} corrupt, "
@@ -159,10 +162,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.pipeline)
     if args.batch_size is not None and args.batch_size < 1:
         raise ConfigError("--batch-size", "must be a whole number >= 1")
+    until = parse_instant(args.until, "--until") if args.until else None
     spark = get_spark(f"replay-{config.name}", master=args.master)
     summary = run_pipeline(
         config, spark=spark, batch_size=args.batch_size, finalize=args.finalize,
-        progress=(lambda _m: None) if args.quiet else None,
+        progress=(lambda _m: None) if args.quiet else None, until_ms=until,
     )
     print(format_summary(summary))
     return 0

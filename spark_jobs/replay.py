@@ -79,13 +79,19 @@ def run_pipeline(
     batch_size: int | None = None,
     finalize: bool = False,
     progress: Progress | None = None,
+    until_ms: int | None = None,
 ) -> RunSummary:
-    """Replay what has not been replayed yet, then stop. Running again later continues."""
+    """Replay what has not been replayed yet, then stop. Running again later continues.
+
+    ``until_ms`` replays only the staged batches whose records all have a replay clock below it
+    (an Airflow data interval's end); the rest waits for a later run. ``finalize`` applies only
+    once every staged batch has been replayed.
+    """
     from .session import get_spark
 
     spark = spark or get_spark(f"replay-{config.name}")
     replay = _Replay(spark, config, batch_size or config.batch_max_records, progress or _stderr)
-    return replay.run(finalize)
+    return replay.run(finalize, until_ms)
 
 
 def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
@@ -137,16 +143,16 @@ class _Replay:
         self.spec = operator_spec(config)
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-write")
 
-    def run(self, finalize: bool) -> RunSummary:
+    def run(self, finalize: bool, until_ms: int | None = None) -> RunSummary:
         from .recovery import pipeline_lock
 
         with pipeline_lock(self.config, self.spark):
             try:
-                return self._run(finalize)
+                return self._run(finalize, until_ms)
             finally:
                 self.pool.shutdown()
 
-    def _run(self, finalize: bool) -> RunSummary:
+    def _run(self, finalize: bool, until_ms: int | None) -> RunSummary:
         from .recovery import recover
 
         started = time.time()
@@ -157,6 +163,13 @@ class _Replay:
             self.progress(f"[{self.config.name}] recovery: {repair}")
         self.ingest(summary)
         pending = self.pending_batches(last)
+        if until_ms is not None:
+            ready = [batch for batch in pending if batch[3] < until_ms]
+            # Stop at the first batch that reaches past the interval: replay order is kept.
+            cut = next((i for i, batch in enumerate(pending) if batch[3] >= until_ms), len(pending))
+            finalize = finalize and cut == len(pending)
+            pending = ready[:cut]
+        pending = [batch[:3] for batch in pending]
         total = len(pending) + (1 if finalize and not (last and last["finalize"]) else 0)
         for number, (batch_id, seq_start, seq_end) in enumerate(pending, 1):
             final = number == total
@@ -303,21 +316,27 @@ class _Replay:
 
         return committed_log(self.store)
 
-    def pending_batches(self, last: dict[str, Any] | None) -> list[tuple[int, int, int]]:
+    def pending_batches(self, last: dict[str, Any] | None) -> list[tuple[int, int, int, int]]:
+        """Staged batches not yet committed: (batch id, first seq, end seq, replay clock at end)."""
         if not self.store.exists("staging"):
             return []
         from pyspark.sql import functions as F
 
         done = last["batch_id"] if last else -1
+        clock = "_ingest_time" if self.config.source.ingest_time else "_event_time"
         rows = (
             self.store.read("staging")
             .where(F.col("_batch") > done)
             .groupBy("_batch")
-            .agg(F.min("_seq").alias("lo"), F.max("_seq").alias("hi"))
+            .agg(F.min("_seq").alias("lo"), F.max("_seq").alias("hi"), F.max(clock).alias("clock"))
             .orderBy("_batch")
             .collect()
         )
-        return [(row["_batch"], row["lo"], row["hi"] + 1) for row in rows]
+        batches, running = [], (last or {}).get("clock_after") or MIN_TIMESTAMP
+        for row in rows:
+            running = max(running, row["clock"])  # the clock never goes back
+            batches.append((row["_batch"], row["lo"], row["hi"] + 1, running))
+        return batches
 
     # ---- one micro-batch ---------------------------------------------------------------------------
     def run_batch(
