@@ -28,8 +28,10 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _TOP_LEVEL = {
     "name", "source", "key", "watermark", "window", "trigger", "allowed_lateness",
     "late_output", "aggregates", "batch", "output", "quality", "maintenance", "schedule",
-    "description", "evictor", "aggregate_function", "process_function",
+    "description", "evictor", "aggregate_function", "process_function", "process",
 }
+_WINDOWED_ONLY = ("window", "trigger", "aggregates", "evictor", "aggregate_function",
+                  "process_function", "allowed_lateness")
 _OUTPUT_TYPE = re.compile(r"^(string|long|double|boolean|array<(string|long|double|boolean)>)$")
 
 
@@ -104,6 +106,8 @@ class PipelineConfig:
     evictor: Any = None
     aggregate_function: UserFunction | None = None
     process_function: UserFunction | None = None
+    #: A keyed process function replaces windows, triggers and aggregates altogether.
+    keyed_process: UserFunction | None = None
     quality: QualityConfig = field(default_factory=QualityConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
@@ -131,6 +135,8 @@ class PipelineConfig:
 
     def outputs(self) -> list[tuple[str, str]]:
         """The named values each firing emits, with their types, in column order."""
+        if self.keyed_process is not None:
+            return list(self.keyed_process.output.items())
         if self.process_function is not None:
             return list(self.process_function.output.items())
         outputs = []
@@ -211,6 +217,12 @@ class _Parser:
         if not isinstance(key, list) or not all(isinstance(k, str) and k for k in key) or not key:
             raise self.fail("key", "must be a field name or a non-empty list of field names")
         watermark = self.parse_watermark(self.mapping(data, "watermark"))
+        keyed_process = self.parse_function(data, "process")
+        if keyed_process is not None:
+            clash = [name for name in _WINDOWED_ONLY if data.get(name) is not None]
+            if clash:
+                raise self.fail(clash[0], "does not apply to a keyed process function (process:)")
+            data = {**data, "window": {"type": "global"}}
         window = self.build("window", assigner_from_dict, self.mapping(data, "window", required=True))
         trigger = self.build("trigger", trigger_from_dict, self.mapping(data, "trigger") or None)
         lateness = self.duration(data, "allowed_lateness", "allowed_lateness", default=0)
@@ -219,7 +231,9 @@ class _Parser:
             raise self.fail("late_output", f"must be one of {', '.join(LATE_OUTPUTS)}")
         process_function = self.parse_function(data, "process_function")
         aggregate_function = self.parse_function(data, "aggregate_function")
-        if process_function is not None and data.get("aggregates") is None and aggregate_function is None:
+        if keyed_process is not None or (
+            process_function is not None and data.get("aggregates") is None and aggregate_function is None
+        ):
             aggregates = []  # full-window form: the process function sees every record
         else:
             aggregates = self.parse_aggregates(data.get("aggregates"))
@@ -260,6 +274,7 @@ class _Parser:
             evictor=evictor,
             aggregate_function=aggregate_function,
             process_function=process_function,
+            keyed_process=keyed_process,
             quality=self.parse_quality(self.mapping(data, "quality")),
             maintenance=self.parse_maintenance(self.mapping(data, "maintenance")),
             schedule=self.parse_schedule(self.mapping(data, "schedule")),
@@ -352,8 +367,11 @@ class _Parser:
         if not spec:
             return None
         from .functions import AggregateFunction, ProcessWindowFunction, load_object
+        from .process import KeyedProcessFunction
 
-        base = AggregateFunction if name == "aggregate_function" else ProcessWindowFunction
+        base = {"aggregate_function": AggregateFunction, "process": KeyedProcessFunction}.get(
+            name, ProcessWindowFunction
+        )
         path, params, output = spec.get("class"), spec.get("params") or {}, spec.get("output")
         if not isinstance(path, str):
             raise self.fail(f"{name}.class", "is required: the import path of the class")

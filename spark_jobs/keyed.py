@@ -8,7 +8,7 @@ semantics live in one place.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .aggregates import Aggregation
@@ -24,12 +24,16 @@ class KeyOutput:
     late: list[LateRecord]
     state: list[WindowStateRow]
     leaks: list[str]
+    sides: list[Any] = field(default_factory=list)
 
 
 def operator_spec(config: PipelineConfig) -> OperatorSpec:
     """The operator's per-pipeline parts, built once from the config."""
     aggregation = Aggregation(list(config.aggregates))
     names = [name for name, _ in config.outputs()]
+    if config.keyed_process is not None:
+        return OperatorSpec(config.window, config.trigger, IncrementalPane(Aggregation([])),
+                            process=config.keyed_process.instance, output_names=tuple(names))
     process = config.process_function.instance if config.process_function else None
     if config.evictor is not None or (process is not None and not config.aggregates):
         pane: Any = BufferedPane(aggregation, config.evictor, process, names)
@@ -56,7 +60,13 @@ def process_key(
     key: tuple[Any, ...] = (),
 ) -> KeyOutput:
     """Restore the key's operator state, run its records and due timers, and dump the state."""
-    operator = KeyedWindowOperator(spec, timeline, key)
+    if spec.process is not None:
+        from .process import KeyedProcessOperator
+
+        operator: Any = KeyedProcessOperator(spec.process, list(spec.output_names), timeline, key)
+    else:
+        operator = KeyedWindowOperator(spec, timeline, key)
     operator.load_state(state)
     operator.process(seqs, timestamps, values, elements)
-    return KeyOutput(operator.panes, operator.late, operator.dump_state(), operator.leaks)
+    sides = getattr(operator, "sides", [])
+    return KeyOutput(operator.panes, operator.late, operator.dump_state(), operator.leaks, sides)

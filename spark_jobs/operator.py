@@ -39,10 +39,13 @@ class OperatorSpec:
     #: What a firing computes: ``functions.IncrementalPane`` or ``functions.BufferedPane``.
     pane: Any
     allowed_lateness: int = 0
+    #: A keyed process function (``spark_jobs.process``) instead of windows, with its outputs.
+    process: Any = None
+    output_names: tuple[str, ...] = ()
 
     @property
     def needs_element(self) -> bool:
-        return self.trigger.needs_element or self.pane.needs_element
+        return self.process is not None or self.trigger.needs_element or self.pane.needs_element
 
 
 class Pane(NamedTuple):
@@ -99,33 +102,24 @@ class _Timers:
         return None
 
 
-class KeyedWindowOperator:
-    """The window operator for one key. Load its state, ``process`` a batch, dump its state."""
+class TimelineDriver:
+    """Runs one key's records and timers in replay order over a batch's :class:`Timeline`.
 
-    def __init__(self, spec: OperatorSpec, timeline: Timeline, key: tuple[Any, ...] = ()):
-        self.spec = spec
-        self.assigner = spec.assigner
-        self.trigger = spec.trigger
-        self.pane = spec.pane
-        self.key = key
-        self.merging = spec.assigner.merging
-        self.event_time = spec.assigner.is_event_time
+    Subclasses implement ``process_element``, ``on_event_time`` and ``on_processing_time``; timers
+    are ``(time, namespace)`` pairs (the namespace is a window for the window operator), one per
+    pair, each placed on the timeline when registered.
+    """
+
+    def __init__(self, timeline: Timeline, key: tuple[Any, ...] = ()):
         self.timeline = timeline
-        self.windows: dict[TimeWindow, _Window] = {}
-        self.trigger_state: dict[TimeWindow, dict[str, Any]] = {}
+        self.key = key
         self.event_timers = _Timers()
         self.processing_timers = _Timers()
-        self.panes: list[Pane] = []
-        self.late: list[LateRecord] = []
-        self.leaks: list[str] = []
-        self.ctx = _Context(self)
-        self._cleanup_times: dict[TimeWindow, int] = {}
         self.seq = timeline.seq_start - 1
         self.phase = STEP_EVENT_TIMER
         self.watermark = timeline.start_watermark
         self.clock = timeline.start_clock
 
-    # ---- the batch driver ---------------------------------------------------------------------
     def process(
         self,
         seqs: Sequence[int],
@@ -155,25 +149,84 @@ class KeyedWindowOperator:
                 i += 1
             elif event is not None and best == event[0]:
                 heapq.heappop(self.event_timers.heap)
-                _, time, window, point = event
+                _, time, namespace, point = event
                 self.seq, self.phase = adv_seq[point], STEP_EVENT_TIMER
                 self.watermark = timeline.adv_wm[point]
                 self.clock = timeline.clock_at(self.seq)
-                self.on_event_time(time, window)
+                self.on_event_time(time, namespace)
             else:
                 heapq.heappop(self.processing_timers.heap)
-                _, time, window, point = processing
+                _, time, namespace, point = processing
                 self.seq, self.phase = clk_seq[point], STEP_PROCESSING_TIMER
                 self.watermark = timeline.watermark_before(self.seq)
                 self.clock = timeline.clk_val[point]
-                self.on_processing_time(time, window)
+                self.on_processing_time(time, namespace)
+
+    def enter_element(self, seq: int) -> None:
+        """Point the clocks at record ``seq`` (the watermark emitted after the previous record)."""
+        self.seq, self.phase = seq, STEP_ELEMENT
+        self.watermark = self.timeline.watermark_before(seq)
+        self.clock = self.timeline.clock_at(seq)
+
+    def process_element(self, seq: int, timestamp: int, values: tuple[Any, ...], element: Any) -> None:
+        raise NotImplementedError
+
+    def on_event_time(self, time: int, namespace: Any) -> None:
+        raise NotImplementedError
+
+    def on_processing_time(self, time: int, namespace: Any) -> None:
+        raise NotImplementedError
+
+    def register_event_time_timer(self, time: int, namespace: Any) -> None:
+        timers = self.event_timers
+        if (time, namespace) in timers.points:
+            return
+        point = self.timeline.event_timer_point(time, self.seq)
+        timers.points[(time, namespace)] = point
+        if point is not None:
+            heapq.heappush(timers.heap, (self.timeline.adv_seq[point] * 4 + 2, time, namespace, point))
+
+    def register_processing_time_timer(self, time: int, namespace: Any) -> None:
+        timers = self.processing_timers
+        if (time, namespace) in timers.points:
+            return
+        inclusive = self.phase == STEP_PROCESSING_TIMER
+        point = self.timeline.processing_timer_point(time, self.seq, inclusive)
+        timers.points[(time, namespace)] = point
+        if point is not None:
+            heapq.heappush(timers.heap, (self.timeline.clk_seq[point] * 4, time, namespace, point))
+
+    def timers_by_namespace(self) -> tuple[dict[Any, list[int]], dict[Any, list[int]]]:
+        """Pending event-time and processing-time timers, grouped by namespace (for dumping)."""
+        grouped: tuple[dict[Any, list[int]], dict[Any, list[int]]] = ({}, {})
+        for timers, by_namespace in zip((self.event_timers, self.processing_timers), grouped, strict=True):
+            for time, namespace in timers.points:
+                by_namespace.setdefault(namespace, []).append(time)
+        return grouped
+
+
+class KeyedWindowOperator(TimelineDriver):
+    """The window operator for one key. Load its state, ``process`` a batch, dump its state."""
+
+    def __init__(self, spec: OperatorSpec, timeline: Timeline, key: tuple[Any, ...] = ()):
+        super().__init__(timeline, key)
+        self.spec = spec
+        self.assigner = spec.assigner
+        self.trigger = spec.trigger
+        self.pane = spec.pane
+        self.merging = spec.assigner.merging
+        self.event_time = spec.assigner.is_event_time
+        self.windows: dict[TimeWindow, _Window] = {}
+        self.trigger_state: dict[TimeWindow, dict[str, Any]] = {}
+        self.panes: list[Pane] = []
+        self.late: list[LateRecord] = []
+        self.leaks: list[str] = []
+        self.ctx = _Context(self)
+        self._cleanup_times: dict[TimeWindow, int] = {}
 
     # ---- Flink's WindowOperator ----------------------------------------------------------------
     def process_element(self, seq: int, timestamp: int, values: tuple[Any, ...], element: Any) -> None:
-        timeline = self.timeline
-        self.seq, self.phase = seq, STEP_ELEMENT
-        self.watermark = timeline.watermark_before(seq)
-        self.clock = timeline.clock_at(seq)
+        self.enter_element(seq)
         assign_time = timestamp if self.event_time else self.clock
         skipped = True
         for window in self.assigner.assign(assign_time):
@@ -321,25 +374,6 @@ class KeyedWindowOperator:
             )
 
     # ---- timers --------------------------------------------------------------------------------
-    def register_event_time_timer(self, time: int, window: TimeWindow) -> None:
-        timers = self.event_timers
-        if (time, window) in timers.points:
-            return
-        point = self.timeline.event_timer_point(time, self.seq)
-        timers.points[(time, window)] = point
-        if point is not None:
-            heapq.heappush(timers.heap, (self.timeline.adv_seq[point] * 4 + 2, time, window, point))
-
-    def register_processing_time_timer(self, time: int, window: TimeWindow) -> None:
-        timers = self.processing_timers
-        if (time, window) in timers.points:
-            return
-        inclusive = self.phase == STEP_PROCESSING_TIMER
-        point = self.timeline.processing_timer_point(time, self.seq, inclusive)
-        timers.points[(time, window)] = point
-        if point is not None:
-            heapq.heappush(timers.heap, (self.timeline.clk_seq[point] * 4, time, window, point))
-
     def _check_cleared(self, window: TimeWindow) -> None:
         """Flag a trigger that left timers or state behind after ``clear`` (a state leak)."""
         leftovers = [f"state {name}" for name in self.trigger_state.pop(window, {})]
@@ -367,13 +401,8 @@ class KeyedWindowOperator:
                 self.register_processing_time_timer(int(time), window)
 
     def dump_state(self) -> list[WindowStateRow]:
-        windows = set(self.windows) | set(self.trigger_state)
-        events: dict[TimeWindow, list[int]] = {}
-        processing: dict[TimeWindow, list[int]] = {}
-        for timers, by_window in ((self.event_timers, events), (self.processing_timers, processing)):
-            for time, window in timers.points:
-                by_window.setdefault(window, []).append(time)
-                windows.add(window)
+        events, processing = self.timers_by_namespace()
+        windows = set(self.windows) | set(self.trigger_state) | set(events) | set(processing)
         rows = []
         for window in sorted(windows):
             state = self.windows.get(window)

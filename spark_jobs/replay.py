@@ -27,7 +27,7 @@ from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
 from .keyed import operator_spec
 from .spark_batch import STATE_COLUMNS, make_cogroup_function, output_ddl, sql_type
-from .state.delta import DeltaStore
+from .state.delta import BATCH_TABLES, DeltaStore
 from .watermarks import WatermarkState, compute_timeline
 
 Progress = Callable[[str], None]
@@ -403,6 +403,9 @@ class _Replay:
         writes: list[Callable[[], None]] = []
         pane_rows = out.where(F.col("_kind") == "pane")
         results = self.results_frame(pane_rows, batch_id)
+        keyed_process = config.keyed_process is not None
+        results_table = "process_results" if keyed_process else "window_results"
+
         def traced(name: str, write: Callable[[], None]) -> Callable[[], None]:
             def run() -> None:
                 write()
@@ -411,13 +414,13 @@ class _Replay:
             return run
 
         if panes:
-            writes.append(traced("results", lambda: store.append_batch(results, "window_results", batch_id)))
+            writes.append(traced("results", lambda: store.append_batch(results, results_table, batch_id)))
         # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
         # the panes of every batch since the previous MERGE.
         latest_through = last.get("latest_through", -1) if last else -1
         if latest_through is None:
             latest_through = -1
-        if last_of_run or batch_id - latest_through >= config.latest_every:
+        if not keyed_process and (last_of_run or batch_id - latest_through >= config.latest_every):
             since = results
             if latest_through < batch_id - 1 and store.exists("window_results"):
                 since = store.read("window_results").where(
@@ -433,6 +436,13 @@ class _Replay:
             *keys, *[name for name, _ in STATE_COLUMNS], F.lit(batch_id).cast("long").alias("batch_id")
         )
         writes.append(traced("state", lambda: store.overwrite_batch(new_state, "operator_state", batch_id)))
+        if counts.get(("side", None)):
+            sides = out.where(F.col("_kind") == "side").select(
+                *keys, F.col("detail").alias("tag"), F.col("contents").alias("payload"), "watermark",
+                "replay_clock", "emit_seq", F.col("emit_step").cast("int").alias("emit_step"),
+                F.lit(batch_id).cast("long").alias("batch_id"),
+            )
+            writes.append(traced("side", lambda: store.append_batch(sides, "side_outputs", batch_id)))
         leaks = []
         if counts.get(("leak", None)):
             leaks = [row["detail"] for row in out.where(F.col("_kind") == "leak").select("detail").collect()]
@@ -447,7 +457,7 @@ class _Replay:
         steps["writes"] = time.time() - mark
         versions = {
             table: version
-            for table in ("window_results", "window_latest", "late_events", "operator_state")
+            for table in BATCH_TABLES
             if (version := store.version(table)) is not None
         }
         entry = {

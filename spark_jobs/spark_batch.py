@@ -120,6 +120,11 @@ def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: 
             })
         for leak in out.leaks:
             _append(rows, "leak", key_names, key_values, None, {"detail": leak})
+        for side in out.sides:
+            _append(rows, "side", key_names, key_values, None, {
+                "detail": side.tag, "contents": side.payload, "watermark": side.watermark,
+                "replay_clock": side.replay_clock, "emit_seq": side.emit_seq, "emit_step": side.emit_step,
+            })
         return pa.table(rows, schema=schema)
 
     return run

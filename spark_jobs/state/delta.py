@@ -16,7 +16,9 @@ from typing import Any
 from ..config import PipelineConfig
 
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
-BATCH_TABLES = ("window_results", "window_latest", "late_events", "operator_state")
+BATCH_TABLES = (
+    "window_results", "window_latest", "late_events", "operator_state", "process_results", "side_outputs",
+)
 TABLES = (
     "window_results",
     "window_latest",
@@ -26,6 +28,8 @@ TABLES = (
     "replay_log",
     "source_files",
     "staging",
+    "process_results",
+    "side_outputs",
 )
 
 

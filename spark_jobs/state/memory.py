@@ -39,6 +39,7 @@ class MemoryReplay:
     panes: list[tuple[tuple[str, ...], Pane]] = field(default_factory=list)
     late: list[tuple[tuple[str, ...], LateRecord]] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
+    sides: list[tuple[tuple[str, ...], Any]] = field(default_factory=list)
     next_seq: int = 0
 
     def run_batch(self, records: Sequence[Record], finalize: bool = False) -> None:
@@ -74,6 +75,7 @@ class MemoryReplay:
             self.panes.extend((key, pane) for pane in out.panes)
             self.late.extend((key, late) for late in out.late)
             self.leaks.extend(out.leaks)
+            self.sides.extend((key, side) for side in out.sides)
             if out.state:
                 self.state[key] = out.state
             else:

@@ -99,3 +99,34 @@ def test_spark_replay_equals_memory_replay(spark, tmp_path, case, batch_size):
     assert panes == expected_panes
     assert late == expected_late
     assert panes, "the case should fire something"
+
+
+@pytest.mark.parametrize("batch_size", [9, 1000])
+def test_keyed_process_function_through_the_cli(spark, tmp_path, batch_size):
+    archive = write_archive(tmp_path / "archive", records=120, keys=3, partitions=2, seed=5)
+    process = {"class": "spark_jobs.contrib.process.InactivityAlert",
+               "params": {"gap": 4_000, "big": 9.0},
+               "output": {"kind": "string", "last_seen": "long", "events": "long"}}
+    config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse", process=process,
+                            window=None, trigger=None, aggregates=None, allowed_lateness=None)
+    done = run_cli("run", str(config), "--batch-size", str(batch_size), "--finalize")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lakehouse = tmp_path / "lakehouse"
+    rows = spark.read.format("delta").load(str(lakehouse / "process_results")).collect()
+    got = sorted((r.user, r.kind, r.last_seen, r.events, r.fire_time, r.watermark) for r in rows)
+    sides = spark.read.format("delta").load(str(lakehouse / "side_outputs")).collect()
+    got_sides = sorted((r.user, r.tag, json.loads(r.payload)["event_id"]) for r in sides)
+
+    loaded = load_config(config)
+    rows_in = []
+    for path in sorted(archive.glob("*.jsonl")):
+        rows_in += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows_in.sort(key=lambda r: (r["ingest_ts"], str(r["partition"]), r["offset"]))
+    memory = MemoryReplay(loaded, operator_spec(loaded))
+    memory.run([Record((r["user"],), r["ts"], (), r["ingest_ts"], str(r["partition"]), fields=r)
+                for r in rows_in], batch_size=len(rows_in))
+    expected = sorted((k[0], *p.values, p.fire_time, p.watermark) for k, p in memory.panes)
+    expected_sides = sorted((k[0], s.tag, json.loads(s.payload)["event_id"]) for k, s in memory.sides)
+    assert got == expected and len(got) > 3
+    assert got_sides == expected_sides and got_sides
+    assert spark.read.format("delta").load(str(lakehouse / "operator_state")).count() == 0
