@@ -5,10 +5,12 @@ Nothing here touches Spark or Delta when a DAG file is parsed. Parse-time helper
 the task callables (``replay_interval``, ``reprocess_range``, ``validate_quality``) import the
 engine lazily and run when a task runs.
 
-* **Backfill** (``replay__<name>``, one DAG per file in ``REPLAY_PIPELINES_DIR``): each run of a
-  data interval replays what is new in the archive. The engine's unit of progress is the archive
-  file, not a time range, so a run of an interval whose data was already replayed is a no-op
-  (committed batches are skipped). ``finalize=True`` ends the input (watermark to +infinity).
+* **Backfill** (``replay__<name>``, one DAG per file in ``REPLAY_PIPELINES_DIR``): the run of a
+  data interval ingests what is new in the archive, then replays the staged batches whose replay
+  clock is before the interval's end (``run_pipeline(until_ms=...)``, ``replay run --until``);
+  later batches wait for their interval. Committed batches are skipped, so re-running an interval
+  is a no-op. ``finalize=True`` ends the input (watermark to +infinity) once every staged batch
+  is replayed.
 * **Reprocess** (``replay_reprocess``): validated params, then ``spark_jobs.recovery.reprocess``.
 * **Quality** (``replay_quality``): scheduled on the pipelines' assets; calls
   ``spark_jobs.quality.validate_pipeline`` and fails the task when a suite fails.
@@ -217,10 +219,11 @@ def backfill_doc(config: PipelineConfig) -> str:
 
 {description}
 
-Each run replays what is new in the archive `{config.source.path}` into the Delta tables under
+Each run ingests what is new in the archive `{config.source.path}` and replays the batches whose
+replay clock is before the end of its data interval into the Delta tables under
 `{config.output_path}` (asset `{output_uri(config)}`), interval `{settings.interval}` from
-{settings.start.isoformat()}. Already replayed batches are skipped, so re-running an interval is a
-no-op; trigger with `{{"finalize": true}}` to end the input (watermark to +infinity).
+{settings.start.isoformat()}. Committed batches are skipped, so re-running an interval is a no-op;
+trigger the last interval with `{{"finalize": true}}` to end the input (watermark to +infinity).
 
 Spark mode: Variable/env `{MODE_VARIABLE}` = `local` (default, in-process session) or `submit`
 (`spark-submit` through connection `{SPARK_CONN_ID}`). Backfill a range:
@@ -278,9 +281,11 @@ def replay_interval(
     batch_size: int | None = None,
     spark: Any = None,
 ) -> dict[str, Any]:
-    """Replay the archive for one data interval, in-process; returns the RunSummary as a dict.
+    """Replay the archive slice of one data interval, in-process; returns the RunSummary as a dict.
 
-    Idempotent: batches already committed are skipped, so re-running an interval adds nothing.
+    Ingests new archive files, then replays the staged batches whose replay clock is before
+    ``interval_end`` (all of them without one). Idempotent: committed batches are skipped, so
+    re-running an interval adds nothing.
     """
     from .durations import format_timestamp
     from .replay import run_pipeline
@@ -294,7 +299,7 @@ def replay_interval(
              config.source.path, config.output_path, finalize)
     session = spark or get_spark(f"replay-{config.name}")
     summary = run_pipeline(config, spark=session, batch_size=batch_size, finalize=bool(finalize),
-                           progress=log.info)
+                           progress=log.info, until_ms=end_ms)
     result = summary_dict(summary)
     result.update(interval_start_ms=start_ms, interval_end_ms=end_ms,
                   caught_up=end_ms is None or summary.watermark >= end_ms)
@@ -304,8 +309,8 @@ def replay_interval(
                  config.name, len(ids), ids, summary.records_replayed, summary.panes,
                  format_timestamp(summary.watermark), " (finalized)" if summary.finalized else "")
     else:
-        log.info("replay %s: nothing new in the archive; every batch was already committed "
-                 "(watermark %s)", config.name, format_timestamp(summary.watermark))
+        log.info("replay %s: no batch to replay for this interval: every batch before its end was "
+                 "already committed (watermark %s)", config.name, format_timestamp(summary.watermark))
     if not result["caught_up"]:
         log.warning("replay %s: the watermark %s is still before the interval end %s: the archive "
                     "does not reach the end of this interval yet", config.name,
@@ -424,8 +429,12 @@ def submit_environment() -> dict[str, str]:
     }
 
 
-def submit_arguments(pipeline_path: str, finalize: bool, batch_size: int | None = None) -> list[str]:
+def submit_arguments(
+    pipeline_path: str, finalize: bool, until: Any = None, batch_size: int | None = None
+) -> list[str]:
     args = [str(pipeline_path)]
+    if until is not None:
+        args += ["--until", str(_ms(until))]
     if finalize:
         args.append("--finalize")
     if batch_size:
@@ -445,7 +454,8 @@ def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
 
             self.jars = ",".join(delta_jars())  # resolved here, never when the DAG is parsed
             params = context.get("params") or {}
-            self.application_args = submit_arguments(pipeline_path, bool(params.get("finalize")))
+            self.application_args = submit_arguments(pipeline_path, bool(params.get("finalize")),
+                                                     until=context.get("data_interval_end"))
             self.env_vars = {**submit_environment(), **(self.env_vars or {})}
             log.info("spark-submit %s %s (connection %s)", self.application,
                      " ".join(self.application_args), SPARK_CONN_ID)

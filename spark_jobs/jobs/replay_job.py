@@ -1,4 +1,4 @@
-"""``spark-submit spark_jobs/jobs/replay_job.py PIPELINE.yaml [--finalize] [--batch-size N]``.
+"""``spark-submit spark_jobs/jobs/replay_job.py PIPELINE.yaml [--until T] [--finalize] [--batch-size N]``.
 
 The application the Airflow ``replay_submit`` task submits; it does exactly what
 ``replay run PIPELINE.yaml`` does (same code path: :func:`spark_jobs.cli.main`). Under
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("pipeline", help="pipeline config (YAML)")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--finalize", action="store_true")
+    parser.add_argument("--until", default=None, help="replay only batches before T (interval end)")
     parser.add_argument("--master", default=None, help="default: spark-submit's master")
     parser.add_argument("--quiet", action="store_true")
     return parser
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         command += ["--master", master]
     if args.batch_size is not None:
         command += ["--batch-size", str(args.batch_size)]
+    if args.until is not None:
+        command += ["--until", args.until]
     if args.finalize:
         command.append("--finalize")
     if args.quiet:

@@ -39,7 +39,10 @@ FIRST = dt.datetime.fromtimestamp(BASE_MS / 1000, dt.UTC)  # 2023-11-14T23:00Z, 
 def pipeline(tmp_path_factory, airflow_db):
     root = tmp_path_factory.mktemp("backfill")
     archive, lakehouse = root / "archive", root / "lakehouse"
-    write_events(archive / "part-000.jsonl", BASE_MS, 150)  # ingest times within the first hour
+    # Two hours of archive, 100 events each (the config's batch size): batch 0 is the first hour,
+    # batch 1 the second.
+    write_events(archive / "part-000.jsonl", BASE_MS, 100, step_ms=30_000)
+    write_events(archive / "part-001.jsonl", BASE_MS + 3_600_000, 100, step_ms=30_000, first_id=100)
     config = write_pipeline(root / "pipelines" / f"{NAME}.yaml", NAME, archive, lakehouse / NAME)
     patch = pytest.MonkeyPatch()
     patch.setenv("REPLAY_PIPELINES_DIR", str(root / "pipelines"))
@@ -71,31 +74,35 @@ def rows(spark, output, table: str) -> list[tuple]:
     return sorted(tuple(r) for r in frame.collect())
 
 
+def batch_ids(summary) -> list[int]:
+    return [b["batch_id"] for b in summary["batches"]]
+
+
 def test_backfill_intervals_then_rerun_then_finalize(spark, pipeline):
     output, asset = pipeline["output"], orch.pipeline_asset(orch.load_pipeline(pipeline["config"]))
     assert asset_event_count(asset.uri) == 0
 
-    first = run_interval(FIRST)
-    assert first["batches"] and first["records_accepted"] == 150
+    first = run_interval(FIRST)  # ingests both files, replays only the first hour's batch
+    assert first["records_accepted"] == 200 and batch_ids(first) == [0]
     results, log = rows(spark, output, "window_results"), rows(spark, output, "replay_log")
-    assert results and len(log) == len(first["batches"]) == 2  # 150 records, batches of 100
+    assert results and len(log) == 1
+    ends = spark.read.format("delta").load(str(output / "window_results")).agg({"window_end": "max"})
+    assert ends.first()[0] <= (FIRST + HOUR).replace(tzinfo=None)
     assert asset_event_count(asset.uri) == 1
 
-    again = run_interval(FIRST)  # the same interval again: every batch is already committed
+    again = run_interval(FIRST)  # the same interval again: its batch is already committed
     assert again["batches"] == [] and again["records_read"] == 0
     assert rows(spark, output, "window_results") == results
     assert rows(spark, output, "replay_log") == log
 
-    write_events(pipeline["archive"] / "part-001.jsonl", BASE_MS + 3_600_000, 60, first_id=150)
     second = run_interval(FIRST + HOUR)
-    assert [b["batch_id"] for b in second["batches"]] == [2]
+    assert batch_ids(second) == [1] and not second["finalized"]
     assert len(rows(spark, output, "window_results")) > len(results)
-    assert not second["finalized"]
 
     third = run_interval(FIRST + 2 * HOUR, finalize=True)
-    assert third["finalized"] and third["watermark"] == 2**63 - 1
+    assert third["finalized"] and third["watermark"] == 2**63 - 1 and batch_ids(third) == [2]
     final_log = spark.read.format("delta").load(str(output / "replay_log")).orderBy("batch_id").collect()
-    assert [r["batch_id"] for r in final_log] == [0, 1, 2, 3] and final_log[-1]["finalize"]
+    assert [r["batch_id"] for r in final_log] == [0, 1, 2] and final_log[-1]["finalize"]
     assert asset_event_count(asset.uri) == 4
 
 

@@ -3,6 +3,7 @@ optional components, spark-submit wiring."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 import types
 from pathlib import Path
@@ -154,11 +155,12 @@ def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
 
     monkeypatch.setattr(SparkSubmitHook, "submit", fake_submit)
     operator = orch.submit_operator("replay_submit", "/p/clicks.yaml")
-    operator.execute({"params": {"finalize": True}})
+    end = dt.datetime(2023, 11, 14, 23, tzinfo=dt.UTC)
+    operator.execute({"params": {"finalize": True}, "data_interval_end": end})
     command = seen["command"]
     assert command[:3] == ["spark-submit", "--master", "spark://127.0.0.1:7077"]
     assert command[command.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/storage.jar"
-    assert command[-3:] == [str(orch.REPLAY_JOB), "/p/clicks.yaml", "--finalize"]
+    assert command[-5:] == [str(orch.REPLAY_JOB), "/p/clicks.yaml", "--until", "1700002800000", "--finalize"]
     assert seen["env"]["REPLAY_BASE_DIR"] == orch.base_dir()
     assert seen["env"]["PATH"].startswith(str(Path(sys.executable).parent))
 
@@ -169,7 +171,7 @@ def test_replay_job_runs_the_cli_run_command(monkeypatch):
     calls = []
     monkeypatch.setattr("spark_jobs.cli.main", lambda argv: calls.append(argv) or 0)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    assert replay_job.main(["p.yaml", "--finalize", "--batch-size", "7"]) == 0
+    assert replay_job.main(["p.yaml", "--finalize", "--batch-size", "7", "--until", "1700002800000"]) == 0
     assert replay_job.main(["p.yaml", "--master", "spark://h:7077"]) == 0
-    assert calls == [["run", "p.yaml", "--batch-size", "7", "--finalize"],
+    assert calls == [["run", "p.yaml", "--batch-size", "7", "--until", "1700002800000", "--finalize"],
                      ["run", "p.yaml", "--master", "spark://h:7077"]]
