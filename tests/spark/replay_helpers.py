@@ -63,11 +63,29 @@ def write_pipeline(path: Path, archive: Path, output: Path, **overrides: Any) ->
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """The real ``replay`` command in a fresh process (its own JVM): for kill tests."""
     environment = {**os.environ, "SPARK_MASTER": os.environ.get("SPARK_MASTER", "local[2]"), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "spark_jobs.cli", *args], capture_output=True, text=True,
         env=environment, timeout=timeout,
     )
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """The real ``replay`` command's code path, in this process on the test session's Spark
+    (``get_spark`` returns the active session), which saves a JVM start per call."""
+    import contextlib
+    import io
+
+    from spark_jobs.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse errors
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    return subprocess.CompletedProcess(["replay", *args], code, out.getvalue(), err.getvalue())
 
 
 def table_rows(spark: Any, lakehouse: Path, table: str, drop: tuple[str, ...] = ()) -> list[tuple]:

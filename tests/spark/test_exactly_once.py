@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from replay_helpers import run_cli, snapshot, write_archive, write_pipeline
+from replay_helpers import cli, run_cli, snapshot, write_archive, write_pipeline
 
 pytestmark = pytest.mark.spark
 
@@ -21,7 +21,7 @@ def reference(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("reference")
     archive = write_archive(root / "archive")
     config = write_pipeline(root / "pipeline.yaml", archive, root / "lakehouse")
-    done = run_cli("run", str(config), "--finalize")
+    done = cli("run", str(config), "--finalize")
     assert done.returncode == 0, done.stderr[-3000:]
     return archive, snapshot(spark, root / "lakehouse")
 
@@ -30,7 +30,7 @@ def resume_after_crash(spark, tmp_path, archive, crash_at: str) -> dict:
     config = write_pipeline(tmp_path / "pipeline.yaml", archive, tmp_path / "lakehouse")
     crashed = run_cli("run", str(config), "--finalize", env={"REPLAY_CRASH_AT": crash_at})
     assert crashed.returncode == -signal.SIGKILL, f"never reached {crash_at}: {crashed.stderr[-2000:]}"
-    resumed = run_cli("run", str(config), "--finalize")
+    resumed = cli("run", str(config), "--finalize")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     return snapshot(spark, tmp_path / "lakehouse")
 
@@ -70,7 +70,7 @@ def test_kill_at_arbitrary_moments(spark, tmp_path, reference, delay):
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
     process.wait()
-    resumed = run_cli("run", str(config), "--finalize")
+    resumed = cli("run", str(config), "--finalize")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert snapshot(spark, tmp_path / "lakehouse") == expected
 
@@ -80,15 +80,15 @@ def test_reprocess_middle_range_equals_clean_replay_and_rerun_is_noop(spark, tmp
     work = tmp_path / "work"
     shutil.copytree(archive, work / "archive")
     config = write_pipeline(tmp_path / "pipeline.yaml", work / "archive", tmp_path / "lakehouse")
-    assert run_cli("run", str(config), "--finalize").returncode == 0
+    assert cli("run", str(config), "--finalize").returncode == 0
     start, end = 1_700_000_080_000, 1_700_000_160_000
-    done = run_cli("reprocess", str(config), "--from", str(start), "--to", str(end), "--reason", "test")
+    done = cli("reprocess", str(config), "--from", str(start), "--to", str(end), "--reason", "test")
     assert done.returncode == 0, done.stderr[-3000:]
     after = snapshot(spark, tmp_path / "lakehouse")
     assert after == expected
     history = spark.read.format("delta").load(str(tmp_path / "lakehouse" / "reprocess_history"))
     assert history.first()["reason"] == "test" and history.first()["from_batch"] > 0
-    again = run_cli("run", str(config), "--finalize")
+    again = cli("run", str(config), "--finalize")
     assert again.returncode == 0 and "0 batches" in again.stdout
     assert snapshot(spark, tmp_path / "lakehouse") == expected
 
@@ -112,16 +112,16 @@ def test_second_replay_of_same_pipeline_is_refused(tmp_path):
 def test_changed_or_removed_archive_file_stops_the_run_and_new_files_are_picked_up(spark, tmp_path):
     archive = write_archive(tmp_path / "archive", records=40, files=2)
     config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse")
-    assert run_cli("run", str(config)).returncode == 0
+    assert cli("run", str(config)).returncode == 0
     extra = write_archive(tmp_path / "more", records=4, files=1, seed=9) / "part-000.jsonl"
     shutil.copy(extra, archive / "part-900.jsonl")
-    picked = run_cli("run", str(config))
+    picked = cli("run", str(config))
     assert picked.returncode == 0 and "ingested 1 files" in picked.stderr
     with open(archive / "part-000.jsonl", "a") as handle:
         handle.write('{"event_id": "sneaky"}\n')
-    changed = run_cli("run", str(config))
+    changed = cli("run", str(config))
     assert changed.returncode == 1
     assert "changed:" in changed.stderr and "part-000.jsonl" in changed.stderr
     (archive / "part-000.jsonl").unlink()
-    removed = run_cli("run", str(config))
+    removed = cli("run", str(config))
     assert removed.returncode == 1 and "removed:" in removed.stderr

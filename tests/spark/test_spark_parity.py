@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from replay_helpers import run_cli, write_archive, write_pipeline
+from replay_helpers import cli, write_archive, write_pipeline
 
 from spark_jobs.config import load_config
 from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
@@ -75,7 +75,7 @@ def memory_replay(config_path, archive_dir):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("batch_size", [7, 1000])
+@pytest.mark.parametrize("batch_size", [9, 1000])
 def test_spark_replay_equals_memory_replay(spark, tmp_path, case, batch_size):
     archive = write_archive(tmp_path / "archive", records=160, keys=4, partitions=3, seed=len(case))
     overrides = dict(CASES[case])
@@ -83,7 +83,7 @@ def test_spark_replay_equals_memory_replay(spark, tmp_path, case, batch_size):
         overrides["aggregates"] = None
     config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse", **overrides)
     names = [name for name, _ in load_config(config).outputs()]
-    done = run_cli("run", str(config), "--batch-size", str(batch_size), "--finalize")
+    done = cli("run", str(config), "--batch-size", str(batch_size), "--finalize")
     assert done.returncode == 0, done.stderr[-3000:]
     results = spark.read.format("delta").load(str(tmp_path / "lakehouse" / "window_results")).collect()
     panes = sorted(
@@ -109,7 +109,7 @@ def test_keyed_process_function_through_the_cli(spark, tmp_path, batch_size):
                "output": {"kind": "string", "last_seen": "long", "events": "long"}}
     config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse", process=process,
                             window=None, trigger=None, aggregates=None, allowed_lateness=None)
-    done = run_cli("run", str(config), "--batch-size", str(batch_size), "--finalize")
+    done = cli("run", str(config), "--batch-size", str(batch_size), "--finalize")
     assert done.returncode == 0, done.stderr[-3000:]
     lakehouse = tmp_path / "lakehouse"
     rows = spark.read.format("delta").load(str(lakehouse / "process_results")).collect()
