@@ -1,0 +1,172 @@
+"""Profile the per-key function outside Spark: what one replay batch costs in Python.
+
+Runs the engine's own per-key function (``spark_batch.make_cogroup_function``'s ``run``: Arrow in,
+``process_key``, Arrow out) over two consecutive batches of a benchmark archive, key by key, as
+the Spark executors would (the second batch starts from the first one's state), and reports CPU
+time per record (``time.process_time``: insensitive to other processes on the machine), the
+share of each part, the top cProfile entries, and the size and (un)pickling time of the function
+closure Spark ships to every task (it carries the batch's watermark timeline).
+
+    .venv/bin/python bench/profile_operator.py --events 1000000 --batch-size 100000 --scenario tumbling
+
+The archive is the one ``python -m spark_jobs.bench`` generated (``bench/results/archives``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from spark_jobs.bench import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
+from spark_jobs.config import parse_config  # noqa: E402
+from spark_jobs.keyed import operator_spec  # noqa: E402
+from spark_jobs.spark_batch import STATE_COLUMNS, arrow_type, make_cogroup_function  # noqa: E402
+from spark_jobs.watermarks import WatermarkState, compute_timeline  # noqa: E402
+
+
+def load_records(path: str, limit: int) -> list[dict]:
+    """The archive's parseable records in replay order (ingest time, partition, offset)."""
+    rows = []
+    for file in sorted(Path(path).rglob("*.jsonl")):
+        for line in file.open("rb"):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            ok = isinstance(row, dict) and isinstance(row.get("ts"), int)
+            if ok and row.get("page") and row.get("user_id"):
+                if not isinstance(row.get("value"), (int, float)):
+                    row["value"] = None
+                rows.append(row)
+    rows.sort(key=lambda r: (r["ingest_ts"], r["partition"], r["offset"]))
+    return rows[:limit]
+
+
+def key_tables(config, rows: list[dict], seq_start: int) -> dict[tuple, pa.Table]:
+    keys = list(config.key)
+    values = config.value_columns()
+    groups: dict[tuple, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(tuple(row[k] for k in keys), []).append(i)
+    tables = {}
+    for key, index in groups.items():
+        columns = {k: pa.array([rows[i][k] for i in index], pa.string()) for k in keys}
+        columns["_seq"] = pa.array([seq_start + i for i in index], pa.int64())
+        columns["_event_time"] = pa.array([rows[i]["ts"] for i in index], pa.int64())
+        for column in values:
+            kind = config.column_type(column)
+            data = [rows[i].get(column) for i in index]
+            columns[column] = pa.array([str(v) if kind == "string" and v is not None else v for v in data],
+                                       arrow_type(kind))
+        tables[key] = pa.table(columns)
+    return tables
+
+
+def empty_state(config) -> pa.Table:
+    fields = [(k, pa.string()) for k in config.key] + [(n, arrow_type(t)) for n, t in STATE_COLUMNS]
+    return pa.schema(fields).empty_table()
+
+
+def run_batch(config, spec, rows, seq_start, wm_state, states, profile: cProfile.Profile | None):
+    import pyspark.cloudpickle as cloudpickle
+
+    event_time = np.array([r["ts"] for r in rows], dtype=np.int64)
+    ingest = np.array([r["ingest_ts"] for r in rows], dtype=np.int64)
+    partition = np.array([str(r["partition"]) for r in rows], dtype=object)
+    mark = time.process_time()
+    timeline, new_state = compute_timeline(
+        config.watermark, wm_state, seq_start, event_time, ingest, partition
+    )
+    timeline_cpu = time.process_time() - mark
+    function = make_cogroup_function(config, spec, timeline)
+    mark = time.perf_counter()
+    blob = cloudpickle.dumps(function)
+    pickle_s = time.perf_counter() - mark
+    mark = time.perf_counter()
+    cloudpickle.loads(blob)
+    unpickle_s = time.perf_counter() - mark
+    tables = key_tables(config, rows, seq_start)
+    empty = empty_state(config)
+    out_states = {}
+    total = 0.0
+    out_rows = 0
+    for key, table in tables.items():
+        state = states.get(key, empty)
+        key_scalars = tuple(pa.scalar(k) for k in key)
+        if profile:
+            profile.enable()
+        mark = time.process_time()
+        out = function(key_scalars, table, state)
+        total += time.process_time() - mark
+        if profile:
+            profile.disable()
+        out_rows += out.num_rows
+        kinds = out.column("_kind").to_pylist()
+        keep = [i for i, k in enumerate(kinds) if k == "state"]
+        out_states[key] = out.take(keep).select(list(empty.schema.names)).cast(empty.schema)
+    return {
+        "records": len(rows),
+        "keys": len(tables),
+        "timeline_points": len(timeline.adv_seq) + len(timeline.clk_seq),
+        "timeline_cpu_seconds": round(timeline_cpu, 4),
+        "closure_bytes": len(blob),
+        "closure_pickle_seconds": round(pickle_s, 4),
+        "closure_unpickle_seconds": round(unpickle_s, 4),
+        "function_cpu_seconds": round(total, 4),
+        "microseconds_per_record": round(total / max(1, len(rows)) * 1e6, 2),
+        "output_rows": out_rows,
+        "state_rows_after": sum(t.num_rows for t in out_states.values()),
+    }, new_state, out_states
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--batch-size", type=int, default=100_000)
+    parser.add_argument("--scenario", default="tumbling")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    archive = prepare_archive(RESULTS, args.events, SEED, "jsonl")
+    data = yaml.safe_load((PIPELINES / f"{args.scenario}.yaml").read_text())
+    data["source"]["path"] = archive["path"]
+    data["output"] = {"path": "/tmp/unused"}
+    config = parse_config(data)
+    spec = operator_spec(config)
+    rows = load_records(archive["path"], 2 * args.batch_size)
+    first, second = rows[: args.batch_size], rows[args.batch_size:]
+    report = {"scenario": args.scenario, "events": args.events, "batch_size": args.batch_size}
+    # Plain timing (no profiler), then the same two batches under cProfile for the breakdown.
+    one, wm, states = run_batch(config, spec, first, 0, WatermarkState(), {}, None)
+    two, _, _ = run_batch(config, spec, second, len(first), wm, states, None)
+    report["batch_1"], report["batch_2"] = one, two
+    profile = cProfile.Profile()
+    _, wm, states = run_batch(config, spec, first, 0, WatermarkState(), {}, profile)
+    run_batch(config, spec, second, len(first), wm, states, profile)
+    stream = io.StringIO()
+    stats = pstats.Stats(profile, stream=stream)
+    stats.sort_stats("tottime").print_stats(args.top)
+    report["cprofile_tottime"] = stream.getvalue()
+    stream = io.StringIO()
+    pstats.Stats(profile, stream=stream).sort_stats("cumulative").print_stats(args.top)
+    report["cprofile_cumulative"] = stream.getvalue()
+    print(json.dumps({k: v for k, v in report.items() if not k.startswith("cprofile")}, indent=1))
+    print(report["cprofile_tottime"])
+    print(report["cprofile_cumulative"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1259 @@
+"""Benchmarks: this product's replay against plain Spark and Spark Structured Streaming.
+
+``python -m spark_jobs.bench`` (``make bench``) generates archives with the project's generator
+(fixed seed), then measures, each in a fresh process (its own JVM) while this process samples the
+memory of the whole process tree (driver Python, JVM, Python workers) from ``/proc``:
+
+* ``replay``: ``run_pipeline`` (with ``--finalize``) on the scenarios in ``bench/pipelines/``
+  (``tumbling``: 1 min + continuous 10 s trigger + 5 s out-of-orderness + 30 s lateness;
+  ``sliding``: 1 min every 10 s; ``session``: 30 s gap per user) at several batch sizes;
+* ``batch``: the lower bound, a plain Spark job computing the final per-window aggregates of the
+  same archive into Delta (no triggers, no lateness);
+* ``sss``: Spark Structured Streaming over the same records split, in replay order, into as many
+  files as the replay has batches, read with ``maxFilesPerTrigger=1`` and
+  ``Trigger.AvailableNow``: ``withWatermark`` (out-of-orderness + allowed lateness, so state lives
+  as long as the replay's), the windowed aggregation in update mode, ``foreachBatch`` MERGE into
+  Delta; the same number of micro-batches as the replay;
+* ``flat``: hundreds of small replay batches (and the same count of SSS micro-batches): per-batch
+  time against batch number and against the open-window state (``operator_state`` rows).
+
+Apache Flink itself is not measured (see BENCHMARKS.md). Results go to
+``bench/results/<run>/results.json`` (plus ``summary.md`` and ``bench.png``); ``--plot`` also
+writes the committed plot. ``--quick`` is the smoke size (2k events, one scenario).
+
+Replay runs are instrumented without touching the engine: Spark accumulators time the per-key
+function (``make_cogroup_function``'s ``run``) and the pure operator (``process_key``) on the
+workers, ``DeltaStore`` calls are timed on the driver, ``REPLAY_PROFILE`` step times are parsed,
+and ``--profile`` adds Spark event logs (job time per batch), cProfile of the per-key function
+on the workers and, when ``py-spy`` is on the path (or ``PY_SPY``), a py-spy sampling profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PIPELINES = PROJECT_ROOT / "bench" / "pipelines"
+RESULTS = PROJECT_ROOT / "bench" / "results"
+PLOT_PATH = PROJECT_ROOT / "docs" / "bench" / "bench.png"
+SEED = 42
+SCENARIOS = ("tumbling", "sliding", "session")
+# The archive's clickstream fields; corrupt lines parse to nulls and are filtered out.
+ARCHIVE_SCHEMA = (
+    "event_id STRING, user_id STRING, ts LONG, ingest_ts LONG, `partition` INT, `offset` LONG, "
+    "page STRING, value DOUBLE"
+)
+OUT_OF_ORDERNESS_S = 5
+ALLOWED_LATENESS_S = 30
+_STEPS = re.compile(r"^\s*steps: (.*)$")
+_INGEST_TS = re.compile(rb'"ingest_ts": (\d+)')
+_OFFSET = re.compile(rb'"offset": (\d+)')
+
+
+# ---- archives -------------------------------------------------------------------------------------
+def prepare_archive(root: Path, events: int, seed: int, fmt: str) -> dict[str, Any]:
+    """Generate (once: cached by spec) the archive of ``events`` events."""
+    from .generator import GeneratorSpec, generate_archive
+
+    path = root / "archives" / f"clicks-{events}-s{seed}-{fmt.replace('.', '')}"
+    marker = path / "_generated.json"
+    if marker.exists():
+        return json.loads(marker.read_text())
+    if path.exists():
+        shutil.rmtree(path)
+    summary = generate_archive(path / "data", GeneratorSpec(events=events, seed=seed, format=fmt))
+    info = {
+        "path": str(path / "data"),
+        "events": summary.events,
+        "duplicates": summary.duplicates,
+        "corrupt": summary.corrupt,
+        "late": summary.late,
+        "files": len(summary.files),
+        "bytes": sum(os.path.getsize(f) for f in summary.files),
+        "generate_seconds": round(summary.seconds, 2),
+        "format": fmt,
+        "seed": seed,
+    }
+    marker.write_text(json.dumps(info))
+    return info
+
+
+def split_archive(archive: dict[str, Any], parts: int) -> str:
+    """The archive's lines in replay order (ingest time, partition, offset), cut into ``parts``
+    files of equal line counts whose modification times follow that order: one file per
+    Structured Streaming micro-batch with ``maxFilesPerTrigger=1``. Cached."""
+    root = Path(archive["path"]).parent
+    out = root / f"split-{parts}"
+    marker = out / "_split.json"
+    if marker.exists():
+        return str(out / "files")
+    if out.exists():
+        shutil.rmtree(out)
+    files_dir = out / "files"
+    files_dir.mkdir(parents=True)
+    if archive["format"] == "parquet":
+        _split_parquet(archive, parts, files_dir)
+    else:
+        _split_jsonl(archive, parts, files_dir)
+    marker.write_text(json.dumps({"parts": parts}))
+    return str(files_dir)
+
+
+def _partition_lines(directory: Path):
+    """One partition's lines (offset order across its files) with their replay-order keys."""
+    import gzip
+
+    previous = (0, 0)
+    for file in sorted(directory.iterdir()):
+        opener = gzip.open if file.name.endswith(".gz") else open
+        with opener(file, "rb") as handle:
+            for line in handle:
+                ingest, offset = _INGEST_TS.search(line), _OFFSET.search(line)
+                if ingest and offset:
+                    previous = (int(ingest.group(1)), int(offset.group(1)))
+                # A corrupt line without them stays next to its neighbour in offset order.
+                yield previous, line if line.endswith(b"\n") else line + b"\n"
+
+
+def _split_jsonl(archive: dict[str, Any], parts: int, files_dir: Path) -> None:
+    import heapq
+
+    partitions = sorted(p for p in Path(archive["path"]).iterdir() if p.is_dir())
+    streams = [
+        (((key[0], number, key[1]), line) for key, line in _partition_lines(p))
+        for number, p in enumerate(partitions)
+    ]
+    per_file = -(-archive["events"] // parts)
+    merged = heapq.merge(*streams, key=lambda item: item[0])
+    base = time.time() - parts - 10
+    for index in range(parts):
+        target = files_dir / f"batch-{index:06d}.jsonl"
+        with open(target, "wb") as handle:
+            for _ in range(per_file):
+                item = next(merged, None)
+                if item is None:
+                    break
+                handle.write(item[1])
+        os.utime(target, (base + index, base + index))
+
+
+def _split_parquet(archive: dict[str, Any], parts: int, files_dir: Path) -> None:
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    table = ds.dataset(archive["path"], format="parquet").to_table()
+    table = table.sort_by([("ingest_ts", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
+    per_file = -(-table.num_rows // parts)
+    base = time.time() - parts - 10
+    for index in range(parts):
+        target = files_dir / f"batch-{index:06d}.parquet"
+        pq.write_table(table.slice(index * per_file, per_file), target)
+        os.utime(target, (base + index, base + index))
+
+
+# ---- process-tree memory sampling -----------------------------------------------------------------
+class TreeSampler(threading.Thread):
+    """Samples RSS (every ``interval`` s) and PSS (every 5th sample) of a process and all its
+    descendants: the driver Python, the JVM, the PySpark daemon and its workers. Also totals the
+    tree's CPU time and the machine's, so interference from other processes can be reported."""
+
+    def __init__(self, pid: int, interval: float = 0.2):
+        super().__init__(daemon=True)
+        self.pid, self.interval = pid, interval
+        self.stop_event = threading.Event()
+        self.peak_rss = 0
+        self.peak_pss = 0
+        self.peak_parts: dict[str, int] = {}
+        self.series: list[tuple[float, int]] = []
+        self.cpu: dict[int, float] = {}
+        self.started = time.time()
+
+    def run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        count = 0
+        while not self.stop_event.is_set():
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                break
+            total, pss, parts = 0, 0, {"driver_python": 0, "jvm": 0, "python_workers": 0}
+            with_pss = count % 5 == 0
+            names: dict[int, str] = {}
+            for proc in procs:
+                try:
+                    with proc.oneshot():
+                        name, parent = proc.name(), proc.ppid()
+                        names[proc.pid] = name
+                        times = proc.cpu_times()
+                        # The JVM forks short-lived helpers (Hadoop's chmod, jspawnhelper) that
+                        # share its pages until they exec: not counted, or the JVM counts twice.
+                        if proc.pid == self.pid:
+                            part = "driver_python"
+                        elif "java" in name and "java" not in names.get(parent, ""):
+                            part = "jvm"
+                        elif "python" in name:
+                            part = "python_workers"
+                        else:
+                            continue
+                        rss = proc.memory_info().rss
+                        if with_pss:
+                            pss += proc.memory_full_info().pss
+                except psutil.Error:
+                    continue
+                self.cpu[proc.pid] = times.user + times.system
+                total += rss
+                parts[part] += rss
+            if total > self.peak_rss:
+                self.peak_rss, self.peak_parts = total, parts
+            self.peak_pss = max(self.peak_pss, pss)
+            if count % 5 == 0:
+                self.series.append((round(time.time() - self.started, 1), total))
+            count += 1
+            self.stop_event.wait(self.interval)
+
+    def finish(self) -> dict[str, Any]:
+        self.stop_event.set()
+        self.join(timeout=5)
+        return {
+            "peak_rss_bytes": self.peak_rss,
+            "peak_pss_bytes": self.peak_pss,
+            "peak_rss_parts": self.peak_parts,
+            "tree_cpu_seconds": round(sum(self.cpu.values()), 1),
+            "rss_series": self.series,
+        }
+
+
+def run_measurement(
+    specs: list[dict[str, Any]], workdir: Path, timeout: float, py_spy: str | None = None
+) -> list[dict[str, Any]]:
+    """Run measurements in one fresh ``python -m spark_jobs.bench _worker`` process (normally one;
+    ``--quick`` runs its few tiny ones in one process to start a single JVM) while sampling the
+    process tree's memory and CPU."""
+    import psutil
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    specs = [{**spec, "workdir": str(workdir / f"m{i}")} for i, spec in enumerate(specs)]
+    spec_path = workdir / "spec.json"
+    spec_path.write_text(json.dumps({"result_path": str(workdir / "result.json"), "specs": specs}))
+    command = [sys.executable, "-m", "spark_jobs.bench", "_worker", str(spec_path)]
+    if py_spy:
+        command = [py_spy, "record", "--subprocesses", "--rate", "50", "--format", "raw",
+                   "--output", str(workdir / "py-spy.txt"), "--", *command]
+    env = {**os.environ, "REPLAY_PROFILE": "1", "PYTHONUNBUFFERED": "1"}
+    env.setdefault("SPARK_MASTER", "local[2]")
+    load_before = os.getloadavg()
+    cpu_before = psutil.cpu_times()
+    started = time.time()
+    with open(workdir / "worker.log", "w") as log:
+        proc = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        sampler = TreeSampler(proc.pid)
+        sampler.start()
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+    memory = sampler.finish()
+    elapsed = time.time() - started
+    cpu_after = psutil.cpu_times()
+    busy = sum(
+        getattr(cpu_after, f) - getattr(cpu_before, f)
+        for f in ("user", "system", "nice", "irq", "softirq", "steal")
+        if hasattr(cpu_after, f)
+    )
+    result_path = workdir / "result.json"
+    if code == 0 and result_path.exists():
+        results = [{**r, "ok": True} for r in json.loads(result_path.read_text())]
+    else:
+        tail = (workdir / "worker.log").read_text(errors="replace")[-3000:]
+        results = [{"kind": spec["kind"], "scenario": spec.get("scenario"), "events": spec["events"],
+                    "batch_size": spec.get("batch_size"), "label": spec.get("label"), "ok": False,
+                    "error": f"exit code {code}: {tail}"} for spec in specs]
+    for result in results:
+        result.update(memory)
+        result["shared_process"] = len(specs) > 1
+        result["process_seconds"] = round(elapsed, 2)
+        result["load_avg_before"] = [round(x, 2) for x in load_before]
+        result["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
+        # CPU-seconds the machine spent on other processes meanwhile (other engineers' tests).
+        result["foreign_cpu_seconds"] = round(max(0.0, busy - memory["tree_cpu_seconds"]), 1)
+    return results
+
+
+# ---- workers (run in the measured process) --------------------------------------------------------
+def worker(spec_path: str) -> int:
+    job = json.loads(Path(spec_path).read_text())
+    specs = job["specs"]
+    conf: dict[str, Any] = {"spark.sql.streaming.numRecentProgressUpdates": 100_000}
+    if any(spec.get("event_log") for spec in specs):
+        log_dir = Path(specs[0]["workdir"]) / "eventlog"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        conf.update({
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": str(log_dir),
+            "spark.eventLog.compress": "false",
+        })
+    from .session import get_spark
+
+    started = time.time()
+    spark = get_spark(f"bench-{specs[0]['kind']}", conf=conf)
+    session_seconds = time.time() - started
+    results = []
+    for spec in specs:
+        workdir = Path(spec["workdir"])
+        out = workdir / "out"
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        run = {"replay": _replay_worker, "batch": _batch_worker, "sss": _sss_worker}[spec["kind"]]
+        cpu_before = _tree_cpu()
+        result = run(spark, spec, out)
+        # CPU-seconds of the process tree during the measurement: unlike wall time, barely
+        # inflated when other processes compete for the cores.
+        result["cpu_seconds"] = round(_tree_cpu(cpu_before) - sum(cpu_before.values()), 2)
+        result.update({
+            "kind": spec["kind"],
+            "scenario": spec["scenario"],
+            "events": spec["events"],
+            "session_start_seconds": round(session_seconds, 2),
+            "delta": delta_file_counts(out),
+            "label": spec.get("label"),
+            "batch_size": spec.get("batch_size"),
+        })
+        result["events_per_second"] = round(spec["events"] / result["wall_seconds"], 1)
+        if spec.get("event_log") and result.get("batch_windows"):
+            result["event_log"] = event_log_profile(Path(specs[0]["workdir"]) / "eventlog",
+                                                    result["batch_windows"])
+        if not spec.get("keep_output"):
+            shutil.rmtree(out, ignore_errors=True)
+        results.append(result)
+        Path(job["result_path"]).write_text(json.dumps(results))
+    spark.stop()
+    return 0
+
+
+def _tree_cpu(before: dict[int, float] | None = None) -> Any:
+    """CPU time (user + system) of this process and its descendants, per pid; with ``before``,
+    the total, counting processes that are gone since ``before`` at their last value."""
+    import psutil
+
+    me = psutil.Process()
+    seen: dict[int, float] = {}
+    for proc in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            seen[proc.pid] = times.user + times.system
+    if before is None:
+        return seen
+    return sum({**before, **seen}.values())
+
+
+def _scenario_config(spec: dict[str, Any], out: Path, batch_size: int):
+    import yaml
+
+    from .config import parse_config
+
+    data = yaml.safe_load((PIPELINES / f"{spec['scenario']}.yaml").read_text())
+    data["source"]["path"] = spec["archive"]
+    data["source"]["format"] = "parquet" if spec["format"] == "parquet" else "jsonl"
+    data["output"] = {**data.get("output", {}), "path": str(out / "lakehouse")}
+    data["batch"] = {"max_records": batch_size}
+    return parse_config(data, source=f"bench:{spec['scenario']}")
+
+
+class _Instruments:
+    """Timing of the engine's pieces without editing it: accumulators around the per-key function
+    (on the Python workers) and wrappers around ``DeltaStore``'s methods (on the driver)."""
+
+    DELTA_METHODS = ("append_batch", "overwrite_batch", "merge_latest_panes", "replace_where", "read",
+                     "version", "exists", "optimize", "vacuum")
+
+    def __init__(self, spark: Any, cprofile_dir: str | None):
+        from . import keyed, replay, spark_batch
+        from .state import delta
+
+        context = spark.sparkContext
+        self.acc = {name: context.accumulator(0.0) for name in ("udf_s", "operator_s", "keys", "records")}
+        self.delta_seconds: dict[str, float] = {}
+        self.delta_calls: dict[str, int] = {}
+        self.lock = threading.Lock()
+        acc = self.acc
+        if not _ORIGINALS:  # patch the engine's originals once per process, however many runs
+            _ORIGINALS.update({name: getattr(delta.DeltaStore, name) for name in self.DELTA_METHODS})
+            _ORIGINALS["process_key"] = keyed.process_key
+            _ORIGINALS["make"] = spark_batch.make_cogroup_function
+        original_process_key = _ORIGINALS["process_key"]
+        original_make = _ORIGINALS["make"]
+
+        def timed_process_key(*args: Any, **kwargs: Any) -> Any:
+            mark = time.process_time()
+            try:
+                return original_process_key(*args, **kwargs)
+            finally:
+                acc["operator_s"].add(time.process_time() - mark)
+
+        def timed_make(config: Any, spec: Any, timeline: Any) -> Any:
+            inner = original_make(config, spec, timeline)
+
+            def run(key: Any, records: Any, state: Any) -> Any:
+                mark = time.process_time()
+                if cprofile_dir:
+                    out = _profiled_call(cprofile_dir, inner, key, records, state)
+                else:
+                    out = inner(key, records, state)
+                acc["udf_s"].add(time.process_time() - mark)
+                acc["keys"].add(1)
+                acc["records"].add(records.num_rows)
+                return out
+
+            return run
+
+        # ``run`` (pickled by value) looks ``process_key`` up in spark_batch's globals.
+        spark_batch.process_key = timed_process_key
+        replay.make_cogroup_function = timed_make
+        for name in self.DELTA_METHODS:
+            setattr(delta.DeltaStore, name, self._timed(name, _ORIGINALS[name]))
+
+    def _timed(self, name: str, method: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            mark = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.delta_seconds[name] = self.delta_seconds.get(name, 0.0) + time.perf_counter() - mark
+                    self.delta_calls[name] = self.delta_calls.get(name, 0) + 1
+
+        return wrapper
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                **{name: acc.value for name, acc in self.acc.items()},
+                "delta": dict(self.delta_seconds),
+                "delta_calls": dict(self.delta_calls),
+            }
+
+
+_ORIGINALS: dict[str, Any] = {}
+_WORKER_PROFILE: dict[str, Any] = {}
+
+
+def _profiled_call(directory: str, function: Any, *args: Any) -> Any:
+    """cProfile one per-key call on a Python worker; stats accumulate per worker process and are
+    dumped at most every 2 s (``<dir>/<pid>.prof``)."""
+    import cProfile
+
+    profiler = _WORKER_PROFILE.get("profiler")
+    if profiler is None:
+        profiler = _WORKER_PROFILE["profiler"] = cProfile.Profile()
+        _WORKER_PROFILE["dumped"] = 0.0
+    profiler.enable()
+    try:
+        return function(*args)
+    finally:
+        profiler.disable()
+        if time.time() - _WORKER_PROFILE["dumped"] > 2.0:
+            profiler.dump_stats(os.path.join(directory, f"{os.getpid()}.prof"))
+            _WORKER_PROFILE["dumped"] = time.time()
+
+
+def _replay_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    from .replay import run_pipeline
+
+    batch_size = spec["batch_size"]
+    config = _scenario_config(spec, out, batch_size)
+    cprofile_dir = None
+    if spec.get("cprofile"):
+        cprofile_dir = str(Path(spec["workdir"]) / "cprofile")
+        os.makedirs(cprofile_dir, exist_ok=True)
+    instruments = _Instruments(spark, cprofile_dir)
+    steps: list[dict[str, float]] = []
+    marks: list[dict[str, Any]] = []
+    lines: list[str] = []
+    previous = instruments.snapshot()
+
+    def progress(message: str) -> None:
+        nonlocal previous
+        lines.append(message)
+        print(message, flush=True)  # worker.log: progress while the measurement runs
+        match = _STEPS.match(message)
+        if match:
+            parts = (item.rsplit(" ", 1) for item in match.group(1).split(", "))
+            steps.append({name: float(value.rstrip("s")) for name, value in parts})
+        elif "] ingested " in message:
+            previous = instruments.snapshot()  # batch figures exclude the ingest's writes
+        elif "] batch " in message:
+            now = instruments.snapshot()
+            marks.append({"end": time.time(), **_difference(now, previous)})
+            previous = now
+
+    started = time.time()
+    summary = run_pipeline(config, spark, batch_size=batch_size, finalize=True, progress=progress)
+    wall = time.time() - started
+    batch_seconds = sum(b.seconds for b in summary.batches)
+    state_rows = _commit_rows(out / "lakehouse" / "operator_state")
+    result_rows = _commit_rows(out / "lakehouse" / "window_results")
+    per_batch = []
+    windows = []
+    for index, batch in enumerate(summary.batches):
+        mark = marks[index] if index < len(marks) else {}
+        entry = {
+            "batch": index,
+            "batch_id": batch.batch_id,
+            "records": batch.records,
+            "seconds": round(batch.seconds, 4),
+            "panes": sum(batch.panes.values()),
+            "late": batch.late,
+            "state_rows": state_rows.get(batch.batch_id),
+            "result_rows": result_rows.get(batch.batch_id, 0),
+            "steps": steps[index] if index < len(steps) else {},
+            "udf_cpu_seconds": round(mark.get("udf_s", 0.0), 4),
+            "operator_cpu_seconds": round(mark.get("operator_s", 0.0), 4),
+            "keys": int(mark.get("keys", 0)),
+            "delta_seconds": {k: round(v, 4) for k, v in mark.get("delta", {}).items()},
+        }
+        per_batch.append(entry)
+        if "end" in mark:
+            windows.append([mark["end"] - batch.seconds, mark["end"]])
+    totals = instruments.snapshot()
+    return {
+        "batch_size": batch_size,
+        "batches": len(summary.batches),
+        "wall_seconds": round(wall, 3),
+        "batch_seconds": round(batch_seconds, 3),
+        "ingest_seconds": round(wall - batch_seconds, 3),
+        "records_accepted": summary.records_accepted,
+        "records_quarantined": summary.records_quarantined,
+        "panes": summary.panes,
+        "late": summary.late,
+        "per_batch": per_batch,
+        "batch_windows": windows,
+        "udf_cpu_seconds": round(totals["udf_s"], 3),
+        "operator_cpu_seconds": round(totals["operator_s"], 3),
+        "udf_calls": int(totals["keys"]),
+        "delta_seconds": {k: round(v, 3) for k, v in totals["delta"].items()},
+        "delta_calls": totals["delta_calls"],
+        "progress_tail": lines[-3:],
+    }
+
+
+def _difference(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    diff = {k: now[k] - before.get(k, 0.0) for k in ("udf_s", "operator_s", "keys", "records")}
+    diff["delta"] = {k: v - before["delta"].get(k, 0.0) for k, v in now["delta"].items()}
+    return diff
+
+
+def _commit_rows(table: Path) -> dict[int, int]:
+    """Rows written per batch (``userMetadata: batch=N``) from a Delta table's commit metadata;
+    for ``operator_state`` (overwritten each batch) that is the open-window state after batch N."""
+    rows: dict[int, int] = {}
+    log = table / "_delta_log"
+    if not log.exists():
+        return rows
+    for file in sorted(log.glob("*.json")):
+        for line in file.read_text().splitlines():
+            info = json.loads(line).get("commitInfo")
+            if not info:
+                continue
+            meta = info.get("userMetadata") or ""
+            if meta.startswith("batch=") and info.get("operation") == "WRITE":
+                written = int(info.get("operationMetrics", {}).get("numOutputRows", 0))
+                batch_id = int(meta[6:])
+                rows[batch_id] = rows.get(batch_id, 0) + written
+    return rows
+
+
+def delta_file_counts(root: Path) -> dict[str, int]:
+    """Files under ``root``: Delta data files, Delta log files (commits, checkpoints, crc) and the
+    rest (e.g. a streaming checkpoint), with bytes."""
+    counts = {"data_files": 0, "log_files": 0, "other_files": 0, "bytes": 0}
+    if not root.exists():
+        return counts
+    for path in root.rglob("*"):
+        if not path.is_file():
+            continue
+        counts["bytes"] += path.stat().st_size
+        parts = path.parts
+        if "_delta_log" in parts:
+            counts["log_files"] += 1
+        elif path.suffix == ".parquet" and not any(p.startswith("_checkpoint") for p in parts):
+            counts["data_files"] += 1
+        else:
+            counts["other_files"] += 1
+    return counts
+
+
+def _read_archive_frame(spark: Any, path: str, fmt: str, streaming: bool = False):
+    from pyspark.sql import functions as F
+
+    if streaming:
+        reader = spark.readStream.schema(ARCHIVE_SCHEMA).option("maxFilesPerTrigger", 1)
+    else:
+        reader = spark.read.schema(ARCHIVE_SCHEMA).option("recursiveFileLookup", "true")
+    frame = reader.parquet(path) if fmt == "parquet" else reader.json(path)
+    return frame.where(F.col("ts").isNotNull() & F.col("page").isNotNull() & F.col("user_id").isNotNull())
+
+
+def _window_aggregation(frame: Any, scenario: str, exact_distinct: bool):
+    """Group ``frame`` (with ``event_time``) like the scenario's pipeline and aggregate."""
+    from pyspark.sql import functions as F
+
+    if scenario == "session":
+        key, window, distinct = "user_id", F.session_window("event_time", "30 seconds"), "page"
+    elif scenario == "sliding":
+        key, window, distinct = "page", F.window("event_time", "1 minute", "10 seconds"), "user_id"
+    else:
+        key, window, distinct = "page", F.window("event_time", "1 minute"), "user_id"
+    window_column = "session_window" if scenario == "session" else "window"
+    # Streaming aggregations refuse DISTINCT: a set per window (what the replay keeps) instead.
+    count_distinct = F.count_distinct(distinct) if exact_distinct else F.size(F.collect_set(distinct))
+    return (
+        frame.groupBy(key, window)
+        .agg(F.count("*").alias("clicks"), F.sum("value").alias("revenue"),
+             count_distinct.alias("distinct_" + distinct))
+        .select(key, F.col(f"{window_column}.start").alias("window_start"),
+                F.col(f"{window_column}.end").alias("window_end"), "clicks", "revenue",
+                "distinct_" + distinct)
+    ), key
+
+
+def _batch_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    started = time.time()
+    frame = _read_archive_frame(spark, spec["archive"], spec["format"])
+    frame = frame.withColumn("event_time", F.timestamp_millis("ts"))
+    aggregated, _ = _window_aggregation(frame, spec["scenario"], exact_distinct=True)
+    aggregated.write.format("delta").mode("overwrite").save(str(out / "window_final"))
+    wall = time.time() - started
+    rows = spark.read.format("delta").load(str(out / "window_final")).count()
+    return {"wall_seconds": round(wall, 3), "batches": 1, "result_rows": rows}
+
+
+def _sss_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    table = str(out / "window_latest")
+    frame = _read_archive_frame(spark, spec["split"], spec["format"], streaming=True)
+    delay = f"{OUT_OF_ORDERNESS_S + ALLOWED_LATENESS_S} seconds"
+    frame = frame.withColumn("event_time", F.timestamp_millis("ts")).withWatermark("event_time", delay)
+    aggregated, key = _window_aggregation(frame, spec["scenario"], exact_distinct=False)
+    batch_seconds: list[float] = []
+
+    def merge(batch: Any, epoch: int) -> None:
+        mark = time.time()
+        batch = batch.withColumn("batch_id", F.lit(epoch).cast("long"))
+        if not DeltaTable.isDeltaTable(batch.sparkSession, table):
+            batch.write.format("delta").mode("append").save(table)
+        else:
+            (
+                DeltaTable.forPath(batch.sparkSession, table).alias("t")
+                .merge(batch.alias("s"), f"t.{key} = s.{key} AND t.window_start = s.window_start "
+                       "AND t.window_end = s.window_end")
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+        batch_seconds.append(time.time() - mark)
+
+    mode = spec.get("output_mode", "update")
+    started = time.time()
+    query = (
+        aggregated.writeStream.outputMode(mode)
+        .foreachBatch(merge)
+        .option("checkpointLocation", str(out / "_checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    wall = time.time() - started
+    per_batch = []
+    for index, progress in enumerate(query.recentProgress):
+        durations = progress.get("durationMs", {}) if isinstance(progress, dict) else progress.durationMs
+        operators = progress["stateOperators"] if isinstance(progress, dict) else progress.stateOperators
+        rows = progress["numInputRows"] if isinstance(progress, dict) else progress.numInputRows
+        state = sum(op["numRowsTotal"] if isinstance(op, dict) else op.numRowsTotal for op in operators)
+        per_batch.append({
+            "batch": index,
+            "records": rows,
+            "seconds": round(durations.get("triggerExecution", 0) / 1000, 4),
+            "steps": {k: v / 1000 for k, v in durations.items()},
+            "state_rows": state,
+        })
+    return {
+        "wall_seconds": round(wall, 3),
+        "batches": len(per_batch),
+        "batch_seconds": round(sum(b["seconds"] for b in per_batch), 3),
+        "merge_seconds": round(sum(batch_seconds), 3),
+        "per_batch": per_batch,
+        "output_mode": mode,
+    }
+
+
+# ---- Spark event logs ---------------------------------------------------------------------------
+def event_log_profile(directory: Path, windows: list[list[float]]) -> dict[str, Any]:
+    """Per replay batch, from the Spark event log: how long Spark jobs ran (their union: the rest
+    of the batch is driver-side work such as Delta log commits, planning and py4j), how many jobs,
+    and the executors' task time, split by what started the job."""
+    files = [p for p in directory.iterdir() if p.is_file()]
+    if not files:
+        return {}
+    jobs: dict[int, dict[str, Any]] = {}
+    stage_job: dict[int, int] = {}
+    for line in files[0].open():
+        event = json.loads(line)
+        kind = event.get("Event")
+        if kind == "SparkListenerJobStart":
+            props = event.get("Properties", {}) or {}
+            what = props.get("spark.job.description") or props.get("callSite.short") or "?"
+            jobs[event["Job ID"]] = {"start": event["Submission Time"] / 1000, "end": None,
+                                     "what": _job_label(what), "task_s": 0.0, "tasks": 0}
+            for stage in event.get("Stage IDs", []):
+                stage_job[stage] = event["Job ID"]
+        elif kind == "SparkListenerJobEnd" and event["Job ID"] in jobs:
+            jobs[event["Job ID"]]["end"] = event["Completion Time"] / 1000
+        elif kind == "SparkListenerTaskEnd":
+            job = jobs.get(stage_job.get(event.get("Stage ID"), -1))
+            metrics = event.get("Task Metrics") or {}
+            if job is not None:
+                job["task_s"] += (metrics.get("Executor Run Time", 0)
+                                  + metrics.get("Executor Deserialize Time", 0)) / 1000
+                job["tasks"] += 1
+    per_batch = []
+    for start, end in windows:
+        inside = [
+            j for j in jobs.values() if j["end"] and j["start"] >= start - 0.05 and j["end"] <= end + 0.05
+        ]
+        busy = _union([(j["start"], j["end"]) for j in inside])
+        by_what: dict[str, float] = {}
+        for job in inside:
+            by_what[job["what"]] = by_what.get(job["what"], 0.0) + job["end"] - job["start"]
+        per_batch.append({
+            "seconds": round(end - start, 3),
+            "jobs": len(inside),
+            "job_wall_seconds": round(busy, 3),
+            "driver_only_seconds": round(end - start - busy, 3),
+            "task_seconds": round(sum(j["task_s"] for j in inside), 3),
+            "tasks": sum(j["tasks"] for j in inside),
+            "job_seconds_by_kind": {k: round(v, 3) for k, v in sorted(by_what.items())},
+        })
+    return {"per_batch": per_batch, "jobs_total": len(jobs)}
+
+
+def _job_label(text: str) -> str:
+    text = text.split("\n")[0]
+    if text.startswith("Delta:"):
+        return re.sub(r"\d+", "N", text)[:60]
+    return re.sub(r" at [^ ]+:\d+$", "", text)[:60]
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, current_start, current_end = 0.0, None, None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None:
+        total += current_end - current_start
+    return total
+
+
+# ---- the plan ---------------------------------------------------------------------------------------
+def default_batch_sizes(events: int, quick: bool) -> list[int]:
+    if quick:
+        return [max(1, events // 2)]
+    if events >= 10_000_000:
+        return [1_000_000]
+    return sorted({max(1, events // 100), max(1, events // 10), events})
+
+
+def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every measurement to run, in order."""
+    items: list[dict[str, Any]] = []
+    for events in args.events:
+        sizes = args.batch_sizes or default_batch_sizes(events, args.quick)
+        middle = sizes[len(sizes) // 2]
+        for scenario in args.scenarios:
+            items.append({"kind": "batch", "scenario": scenario, "events": events})
+            # tumbling at every batch size; the others at the middle one (and the largest).
+            scenario_sizes = sizes if scenario == "tumbling" else sorted({middle, max(sizes)})
+            if events >= 10_000_000 and scenario != "tumbling":
+                scenario_sizes = [max(sizes)]
+            for size in scenario_sizes:
+                items.append({"kind": "replay", "scenario": scenario, "events": events, "batch_size": size})
+                items.append({"kind": "sss", "scenario": scenario, "events": events, "batch_size": size,
+                              "parts": -(-events // size)})
+    if args.flat and not args.quick:
+        count, size = args.flat
+        events = count * size
+        items.append({"kind": "replay", "scenario": "tumbling", "events": events, "batch_size": size,
+                      "label": "flat"})
+        items.append({"kind": "sss", "scenario": "tumbling", "events": events, "batch_size": size,
+                      "parts": count, "label": "flat"})
+    return items
+
+
+def _spec(item: dict[str, Any], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    archive = prepare_archive(args.root, item["events"], args.seed, args.format)
+    spec = {**item, "archive": archive["path"], "format": args.format}
+    if item["kind"] == "sss":
+        spec["split"] = split_archive(archive, item["parts"])
+        if item["scenario"] == "session":
+            spec["output_mode"] = args.session_mode
+    if args.profile and item["kind"] == "replay":
+        spec.update({"event_log": True, "cprofile": args.cprofile})
+    return spec, archive
+
+
+def _name(index: int, item: dict[str, Any]) -> str:
+    label = f"-{item['label']}" if item.get("label") else ""
+    size = item.get("batch_size", "all")
+    return f"{index:02d}-{item['kind']}-{item['scenario']}-{item['events']}-{size}{label}"
+
+
+def _print(name: str, result: dict[str, Any], run: str = "") -> None:
+    status = "ok" if result.get("ok") else "FAILED"
+    print(f"[bench] {name}{run}: {status} wall {result.get('wall_seconds', float('nan')):.1f}s "
+          f"({result.get('events_per_second', 0):,.0f} ev/s), "
+          f"peak RSS {result.get('peak_rss_bytes', 0) / 2**30:.2f} GiB, "
+          f"load {result.get('load_avg_before', [0])[0]:.2f}", flush=True)
+    if not result.get("ok"):
+        print(result.get("error", ""), flush=True)
+
+
+def _measure(item: dict[str, Any], args: argparse.Namespace, index: int) -> dict[str, Any]:
+    spec, archive = _spec(item, args)
+    name = _name(index, item)
+    runs = []
+    for repeat in range(args.repeats):
+        py_spy = args.py_spy if (args.profile and item["kind"] == "replay" and repeat == 0) else None
+        [result] = run_measurement([spec], args.work / f"{name}-r{repeat}", args.timeout, py_spy)
+        runs.append(result)
+        _print(name, result, f" run {repeat + 1}/{args.repeats}")
+        if not result.get("ok"):
+            break
+    ok = [r for r in runs if r.get("ok")]
+    best = sorted(ok, key=lambda r: r["wall_seconds"])[len(ok) // 2] if ok else runs[-1]
+    best = {**best, "archive": archive, "repeats": [r.get("wall_seconds") for r in runs]}
+    if args.profile and item["kind"] == "replay":
+        best["profile"] = collect_profiles(args.work / f"{name}-r0")
+    return best
+
+
+def _measure_together(items: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``--quick``: every measurement in one worker process (one JVM start)."""
+    prepared = [_spec(item, args) for item in items]
+    results = run_measurement([spec for spec, _ in prepared], args.work / "quick", args.timeout)
+    for index, (result, (_, archive)) in enumerate(zip(results, prepared, strict=True)):
+        result["archive"] = archive
+        result["repeats"] = [result.get("wall_seconds")]
+        _print(_name(index, items[index]), result)
+    return results
+
+
+def collect_profiles(work: Path) -> dict[str, Any]:
+    """Summaries of the cProfile dumps of the per-key function and of the py-spy samples."""
+    profile: dict[str, Any] = {}
+    cdir = work / "m0" / "cprofile"
+    if cdir.exists() and any(cdir.iterdir()):
+        import pstats
+
+        stats = pstats.Stats(*[str(p) for p in cdir.glob("*.prof")])
+        rows = []
+        for (file, line, function), (_, calls, tottime, cumtime, _) in stats.stats.items():
+            rows.append({"function": f"{Path(file).name}:{line}:{function}", "calls": calls,
+                         "tottime": round(tottime, 3), "cumtime": round(cumtime, 3)})
+        rows.sort(key=lambda r: -r["tottime"])
+        profile["cprofile_top_tottime"] = rows[:25]
+        profile["cprofile_total_tottime"] = round(sum(r["tottime"] for r in rows), 3)
+    spy = work / "py-spy.txt"
+    if spy.exists():
+        profile["py_spy"] = summarize_py_spy(spy)
+    return profile
+
+
+def summarize_py_spy(path: Path) -> dict[str, Any]:
+    """Collapsed py-spy stacks: samples per process and per (innermost project or library) frame."""
+    per_process: dict[str, int] = {}
+    leaf: dict[str, int] = {}
+    project: dict[str, int] = {}
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        process = frames[0][:60]
+        per_process[process] = per_process.get(process, 0) + n
+        leaf[frames[-1][:100]] = leaf.get(frames[-1][:100], 0) + n
+        ours = [f for f in frames if "spark_jobs" in f]
+        if ours:
+            project[ours[-1][:100]] = project.get(ours[-1][:100], 0) + n
+    top = lambda d: sorted(d.items(), key=lambda kv: -kv[1])[:20]  # noqa: E731
+    return {"samples": total, "per_process": top(per_process), "leaf": top(leaf),
+            "innermost_project": top(project)}
+
+
+# ---- analysis -------------------------------------------------------------------------------------
+def analyse(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ratios against the batch lower bound and SSS at the same batch count, fixed overhead."""
+    ok = [r for r in results if r.get("ok")]
+    lower = {(r["scenario"], r["events"]): r for r in ok if r["kind"] == "batch"}
+    sss = {
+        (r["scenario"], r["events"], r.get("batch_size"), r.get("label")): r for r in ok if r["kind"] == "sss"
+    }
+    rows = []
+    for r in ok:
+        if r["kind"] != "replay":
+            continue
+        base = lower.get((r["scenario"], r["events"]))
+        twin = sss.get((r["scenario"], r["events"], r["batch_size"], r.get("label")))
+        rows.append({
+            "scenario": r["scenario"],
+            "events": r["events"],
+            "batch_size": r["batch_size"],
+            "batches": r["batches"],
+            "label": r.get("label"),
+            "replay_wall": r["wall_seconds"],
+            "replay_eps": r["events_per_second"],
+            "ingest_seconds": r["ingest_seconds"],
+            "batch_wall": base["wall_seconds"] if base else None,
+            "sss_wall": twin["wall_seconds"] if twin else None,
+            "sss_batches": twin["batches"] if twin else None,
+            "vs_batch": round(r["wall_seconds"] / base["wall_seconds"], 2) if base else None,
+            "vs_sss": round(r["wall_seconds"] / twin["wall_seconds"], 2) if twin else None,
+            "replay_cpu": r.get("cpu_seconds"),
+            "batch_cpu": base.get("cpu_seconds") if base else None,
+            "sss_cpu": twin.get("cpu_seconds") if twin else None,
+            "cpu_vs_batch": _ratio(r.get("cpu_seconds"), base.get("cpu_seconds") if base else None),
+            "cpu_vs_sss": _ratio(r.get("cpu_seconds"), twin.get("cpu_seconds") if twin else None),
+            "foreign_cpu_seconds": r.get("foreign_cpu_seconds"),
+            "load_avg": r.get("load_avg_before", [None])[0],
+            "peak_rss_gib": round(r["peak_rss_bytes"] / 2**30, 2),
+            "sss_peak_rss_gib": round(twin["peak_rss_bytes"] / 2**30, 2) if twin else None,
+            "batch_peak_rss_gib": round(base["peak_rss_bytes"] / 2**30, 2) if base else None,
+            "delta_files": r["delta"]["data_files"] + r["delta"]["log_files"],
+            "sss_delta_files": (twin["delta"]["data_files"] + twin["delta"]["log_files"]) if twin else None,
+        })
+    overhead = fixed_overhead(ok)
+    return {"comparison": rows, "fixed_overhead": overhead, "flat": flat_stats(ok)}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a and b else None
+
+
+def fixed_overhead(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per scenario and archive: least-squares ``seconds = a + b * records`` over all replay batches
+    (the finalize batch excluded): ``a`` is the fixed per-batch cost, ``b`` the cost per record."""
+    out = {}
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for r in results:
+        if r["kind"] != "replay":
+            continue
+        name = f"{r['scenario']}" + ("-flat" if r.get("label") == "flat" else "")
+        for b in r["per_batch"]:
+            if b["records"]:
+                groups.setdefault(name, []).append((b["records"], b["seconds"]))
+    for name, points in groups.items():
+        if len({x for x, _ in points}) < 2:
+            medians = statistics.median(s for _, s in points)
+            out[name] = {"median_batch_seconds": round(medians, 3), "batches": len(points)}
+            continue
+        n = len(points)
+        mx = sum(x for x, _ in points) / n
+        my = sum(y for _, y in points) / n
+        sxx = sum((x - mx) ** 2 for x, _ in points)
+        b = sum((x - mx) * (y - my) for x, y in points) / sxx
+        a = my - b * mx
+        out[name] = {"fixed_seconds": round(a, 3), "microseconds_per_record": round(b * 1e6, 2),
+                     "batches": n}
+    return out
+
+
+def flat_stats(results: list[dict[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for r in results:
+        if r.get("label") != "flat" or not r.get("per_batch"):
+            continue
+        times = [b["seconds"] for b in r["per_batch"] if b["records"]]
+        if len(times) < 4:
+            continue
+        tenth = max(1, len(times) // 10)
+        first, last = times[:tenth], times[-tenth:]
+        states = [b.get("state_rows") or 0 for b in r["per_batch"] if b["records"]]
+        out[r["kind"]] = {
+            "batches": len(times),
+            "median_seconds": round(statistics.median(times), 3),
+            "p90_seconds": round(sorted(times)[int(0.9 * (len(times) - 1))], 3),
+            "max_seconds": round(max(times), 3),
+            "first_tenth_median": round(statistics.median(first), 3),
+            "last_tenth_median": round(statistics.median(last), 3),
+            "slope_ms_per_100_batches": round(_slope(times) * 100 * 1000, 1),
+            "state_rows_min": min(states),
+            "state_rows_max": max(states),
+        }
+    return out
+
+
+def _slope(values: list[float]) -> float:
+    n = len(values)
+    mx = (n - 1) / 2
+    my = sum(values) / n
+    sxx = sum((i - mx) ** 2 for i in range(n))
+    return sum((i - mx) * (v - my) for i, v in enumerate(values)) / sxx if sxx else 0.0
+
+
+# ---- report -----------------------------------------------------------------------------------------
+def summary_markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Benchmark run {report['run']}", "",
+             f"command: `{report['command']}`", f"machine: {report['machine']}", ""]
+    lines += ["| scenario | events | batch size | batches | replay s | ev/s | ingest s | batch s | SSS s "
+              "| replay/batch | replay/SSS | RSS GiB (replay/SSS/batch) | Delta files (replay/SSS) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in report["analysis"]["comparison"]:
+        lines.append(
+            f"| {row['scenario']}{' (flat)' if row['label'] == 'flat' else ''} | {row['events']:,} | "
+            f"{row['batch_size']:,} | {row['batches']} | {row['replay_wall']:.1f} | "
+            f"{row['replay_eps']:,.0f} | "
+            f"{row['ingest_seconds']:.1f} | {_fmt(row['batch_wall'])} | {_fmt(row['sss_wall'])} | "
+            f"{_fmt(row['vs_batch'], 2)}x | {_fmt(row['vs_sss'], 2)}x | {row['peak_rss_gib']}/"
+            f"{_fmt(row['sss_peak_rss_gib'], 2)}/{_fmt(row['batch_peak_rss_gib'], 2)} | "
+            f"{row['delta_files']}/{_fmt(row['sss_delta_files'], 0)} |"
+        )
+    lines += ["", "CPU-seconds of each measured process tree (less sensitive to other load than wall):", "",
+              "| scenario | events | batch size | replay CPU s | batch CPU s | SSS CPU s | replay/batch "
+              "| replay/SSS | load avg | foreign CPU s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in report["analysis"]["comparison"]:
+        lines.append(
+            f"| {row['scenario']}{' (flat)' if row['label'] == 'flat' else ''} | {row['events']:,} | "
+            f"{row['batch_size']:,} | {_fmt(row['replay_cpu'])} | {_fmt(row['batch_cpu'])} | "
+            f"{_fmt(row['sss_cpu'])} | {_fmt(row['cpu_vs_batch'], 2)}x | {_fmt(row['cpu_vs_sss'], 2)}x | "
+            f"{_fmt(row['load_avg'], 2)} | {_fmt(row['foreign_cpu_seconds'])} |"
+        )
+    lines += ["", "fixed per-batch overhead (least squares over batches):", "```",
+              json.dumps(report["analysis"]["fixed_overhead"], indent=1), "```",
+              "flat test:", "```", json.dumps(report["analysis"]["flat"], indent=1), "```"]
+    lines += ["", "replay step totals (seconds summed over batches):", ""]
+    for r in report["results"]:
+        if r.get("kind") == "replay" and r.get("ok"):
+            totals: dict[str, float] = {}
+            for b in r["per_batch"]:
+                for k, v in b["steps"].items():
+                    totals[k] = totals.get(k, 0.0) + v
+            lines.append(
+                f"* {r['scenario']} {r['events']:,} x {r['batch_size']:,}: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in totals.items())
+                + f"; batch total {r['batch_seconds']:.1f}; per-key function CPU {r['udf_cpu_seconds']:.1f}"
+                f" (operator {r['operator_cpu_seconds']:.1f}) over {r['udf_calls']} calls"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def plot(report: dict[str, Any], paths: list[Path]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = [r for r in report["results"] if r.get("ok")]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    # (a) throughput per system and batch count, largest archive with a tumbling replay
+    ax = axes[0][0]
+    tumbling = [r for r in results if r["scenario"] == "tumbling" and r.get("label") != "flat"]
+    if tumbling:
+        events = max(r["events"] for r in tumbling)
+        chosen = [r for r in tumbling if r["events"] == events]
+        sizes = sorted({r["batch_size"] for r in chosen if r["kind"] == "replay"})
+        width = 0.38
+        for offset, kind, color in ((-width / 2, "replay", "tab:blue"), (width / 2, "sss", "tab:orange")):
+            values = []
+            for size in sizes:
+                match = [r for r in chosen if r["kind"] == kind and r.get("batch_size") == size]
+                values.append(match[0]["events_per_second"] if match else 0)
+            ax.bar([i + offset for i in range(len(sizes))], values, width, label=kind, color=color)
+        lower = [r for r in chosen if r["kind"] == "batch"]
+        if lower:
+            ax.axhline(lower[0]["events_per_second"], color="tab:green", ls="--",
+                       label="plain batch (lower bound)")
+        ax.set_xticks(range(len(sizes)))
+        ax.set_xticklabels([f"{-(-events // s)} batches\n({s:,})" for s in sizes])
+        ax.set_ylabel("events/s (wall, incl. ingest)")
+        ax.set_title(f"tumbling, {events:,} events")
+        ax.legend()
+    # (b) per-batch time vs batch number (flat test)
+    ax = axes[0][1]
+    flats = [r for r in results if r.get("label") == "flat"] or [
+        max((r for r in results if r["kind"] == "replay"), key=lambda r: r["batches"], default=None)
+    ]
+    for r in flats:
+        if not r:
+            continue
+        batches = [b for b in r["per_batch"] if b["records"]]
+        ax.plot([b["batch"] for b in batches], [b["seconds"] for b in batches], ".", ms=3,
+                label=f"{'replay' if r['kind'] == 'replay' else 'SSS'} ({r['batch_size']:,}/batch)")
+    ax.set_xlabel("batch number")
+    ax.set_ylabel("seconds per batch")
+    ax.set_ylim(bottom=0)
+    ax.set_title("per-batch time across batches")
+    ax.legend()
+    # (c) per-batch time vs open-window state
+    ax = axes[1][0]
+    for r in flats:
+        if not r:
+            continue
+        batches = [b for b in r["per_batch"] if b["records"] and b.get("state_rows") is not None]
+        ax.plot([b["state_rows"] for b in batches], [b["seconds"] for b in batches], ".", ms=3,
+                label="replay (operator_state rows)" if r["kind"] == "replay" else "SSS (state store rows)")
+    ax.set_xlabel("open-window state rows after the batch")
+    ax.set_ylabel("seconds per batch")
+    ax.set_ylim(bottom=0)
+    ax.set_title("per-batch time vs state size")
+    ax.legend()
+    # (d) where a replay batch's time goes, per batch size
+    ax = axes[1][1]
+    replays = [r for r in tumbling if r["kind"] == "replay"] if tumbling else []
+    if replays:
+        events = max(r["events"] for r in replays)
+        replays = sorted((r for r in replays if r["events"] == events), key=lambda r: r["batch_size"])
+        names = ["timeline_read", "operator", "writes", "commit", "other"]
+        bottoms = [0.0] * len(replays)
+        for name in names:
+            values = []
+            for r in replays:
+                batches = [b for b in r["per_batch"] if b["records"]] or r["per_batch"]
+                if name == "other":
+                    v = statistics.mean(b["seconds"] - sum(b["steps"].values()) for b in batches)
+                else:
+                    v = statistics.mean(b["steps"].get(name, 0.0) for b in batches)
+                values.append(v)
+            ax.bar(range(len(replays)), values, bottom=bottoms, label=name)
+            bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
+        ax.set_xticks(range(len(replays)))
+        ax.set_xticklabels([f"{r['batch_size']:,}" for r in replays])
+        ax.set_xlabel("records per batch")
+        ax.set_ylabel("mean seconds per batch")
+        ax.set_yscale("log")
+        ax.set_title("replay batch: time per step (tumbling)")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"flink-replay benchmarks ({report['run']}, {report['machine']})", fontsize=10)
+    fig.tight_layout()
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def machine() -> str:
+    cores = os.cpu_count()
+    try:
+        import psutil
+
+        memory = f"{psutil.virtual_memory().total / 2**30:.0f} GiB"
+    except ImportError:
+        memory = "?"
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{cores} cores, {memory}, load {load} at start"
+
+
+# ---- command line --------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m spark_jobs.bench", description=__doc__.split("\n")[0])
+    ints = lambda text: [int(float(x)) for x in text.split(",") if x]  # noqa: E731
+    parser.add_argument("--events", type=ints, default=None, help="archive sizes (default 1000000,10000000)")
+    parser.add_argument("--batch-sizes", type=ints, default=None,
+                        help="replay batch sizes (default: events/100, events/10, events; 10M: 1M)")
+    parser.add_argument("--scenarios", type=lambda t: t.split(","), default=list(SCENARIOS))
+    parser.add_argument("--quick", action="store_true", help="smoke size: 2000 events, tumbling only")
+    parser.add_argument("--flat", type=lambda t: tuple(int(x) for x in t.split("x")), default=(300, 2000),
+                        help="flat test: BATCHESxSIZE (default 300x2000; 0x0 to skip)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per measurement (median reported)")
+    parser.add_argument("--format", default="jsonl", choices=["jsonl", "jsonl.gz", "parquet"])
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--session-mode", default="append", choices=["update", "append"],
+                        help="SSS output mode for session windows")
+    parser.add_argument("--profile", action="store_true",
+                        help="replay runs with Spark event logs (+ --cprofile, + py-spy if found)")
+    parser.add_argument("--cprofile", action="store_true", help="with --profile: cProfile per-key calls")
+    parser.add_argument("--root", type=Path, default=RESULTS, help="archives and runs go here")
+    parser.add_argument("--out", type=Path, default=None, help="run directory (default root/run-<time>)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help=f"also write the plot here (e.g. {PLOT_PATH})")
+    parser.add_argument("--timeout", type=float, default=4 * 3600, help="per-measurement timeout (s)")
+    parser.add_argument("--only", default=None, help="run only plan items whose name contains this")
+    args = parser.parse_args(argv)
+    if args.events is None:
+        args.events = [2000] if args.quick else [1_000_000, 10_000_000]
+    if args.quick:
+        args.scenarios = [s for s in args.scenarios if s == "tumbling"] or ["tumbling"]
+    if args.flat == (0, 0):
+        args.flat = None
+    args.py_spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_worker"]:
+        return worker(argv[1])
+    args = parse_args(argv)
+    run = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = args.out or args.root / f"run-{run}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    args.work = run_dir / "work"
+    items = plan(args)
+    if args.only:
+        items = [i for i in items if args.only in json.dumps(i)]
+    command = "python -m spark_jobs.bench " + " ".join(argv)
+    report: dict[str, Any] = {"run": run, "command": command.strip(), "machine": machine(),
+                              "plan": items, "results": []}
+    print(f"[bench] {len(items)} measurements -> {run_dir}", flush=True)
+    if args.quick:
+        report["results"] = _measure_together(items, args)
+    for index, item in enumerate([] if args.quick else items):
+        report["results"].append(_measure(item, args, index))
+        report["analysis"] = analyse(report["results"])
+        report["load_avg_end"] = os.getloadavg()
+        (run_dir / "results.json").write_text(json.dumps(report, indent=1, default=str))
+    report["analysis"] = analyse(report["results"])
+    (run_dir / "results.json").write_text(json.dumps(report, indent=1, default=str))
+    (run_dir / "summary.md").write_text(summary_markdown(report))
+    with contextlib.suppress(Exception):
+        plot(report, [run_dir / "bench.png", *([args.plot] if args.plot else [])])
+    print(summary_markdown(report))
+    failed = [r for r in report["results"] if not r.get("ok")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
