@@ -1,0 +1,151 @@
+"""parse_config: typed values, and every error names the field it is about."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from spark_jobs.config import load_config, parse_config
+from spark_jobs.durations import format_duration, parse_duration
+from spark_jobs.exceptions import ConfigError
+from spark_jobs.triggers import ContinuousEventTimeTrigger, PurgingTrigger
+from spark_jobs.windows import SlidingWindows
+
+BASE = {
+    "name": "clicks",
+    "source": {"path": "archive", "event_time": "ts", "ingest_time": "ingest", "partition": "p"},
+    "key": ["user"],
+    "watermark": {"max_out_of_orderness": "5s", "emit": "periodic:200ms", "idle_timeout": "1m"},
+    "window": {"type": "sliding", "size": "1h", "slide": "5m"},
+    "trigger": {"type": "continuous_event_time", "interval": "10s", "purging": True},
+    "allowed_lateness": "30s",
+    "aggregates": {"n": "count(*)", "spent": "sum(amount)"},
+    "output": {"path": "/lake/clicks"},
+}
+
+
+def with_(path: str, value):
+    data = copy.deepcopy(BASE)
+    *parents, leaf = path.split(".")
+    node = data
+    for name in parents:
+        node = node.setdefault(name, {})
+    if value is _DELETE:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return data
+
+
+_DELETE = object()
+
+
+def test_a_full_config_parses_into_typed_values():
+    config = parse_config(BASE)
+    assert config.key == ("user",)
+    assert config.window == SlidingWindows(3_600_000, 300_000)
+    assert config.trigger == PurgingTrigger(ContinuousEventTimeTrigger(10_000))
+    assert config.allowed_lateness == 30_000
+    wm = config.watermark
+    assert (wm.max_out_of_orderness, wm.emit, wm.interval) == (5_000, "periodic", 200)
+    assert wm.idle_timeout == 60_000
+    assert wm.emit_spec == "periodic:200ms"
+    assert [a.to_text() for a in config.aggregates] == ["count(*)", "sum(amount)"]
+    assert config.output_path == "/lake/clicks"
+    assert config.outputs() == [("n", "long"), ("spent", "double")]
+    assert not config.uses_processing_time
+
+
+def test_defaults():
+    config = parse_config(with_("trigger", _DELETE) | {"watermark": {}})
+    assert config.trigger.to_dict() == {"type": "event_time"}
+    assert config.watermark.emit == "per_record" and config.watermark.max_out_of_orderness == 0
+    assert config.watermark.idle_timeout is None
+
+
+@pytest.mark.parametrize(("path", "value", "field"), [
+    ("watermark.max_out_of_orderness", "5 seconds", "watermark.max_out_of_orderness"),
+    ("allowed_lateness", "-1s", "allowed_lateness"),
+    ("window.size", "1x", "window"),
+    ("window.size", _DELETE, "window"),
+    ("window.type", "hopping", "window"),
+    ("trigger.type", "eventually", "trigger"),
+    ("trigger.interval", _DELETE, "trigger"),
+    ("trigger.purging", "yes", "trigger"),
+    ("watermark.emit", "sometimes", "watermark.emit"),
+    ("watermark.emit", "periodic", "watermark.emit"),
+    ("watermark.idle_timeout", 0, "watermark.idle_timeout"),
+    ("source.event_time", _DELETE, "source.event_time"),
+    ("source.format", "csv", "source.format"),
+    ("source.colour", "red", "source.colour"),
+    ("output.path", _DELETE, "output.path"),
+    ("aggregates.spent", "median(amount)", "aggregates.spent"),
+    ("aggregates.n", "sum(user)", "aggregates.n"),
+    ("late_output", "email", "late_output"),
+    ("name", "9lives", "name"),
+    ("key", [], "key"),
+    ("windows", {"type": "tumbling"}, "windows"),
+    ("batch.max_records", 0, "batch.max_records"),
+])
+def test_errors_name_the_field(path, value, field):
+    with pytest.raises(ConfigError) as error:
+        parse_config(with_(path, value))
+    assert error.value.field == field
+    assert str(error.value).startswith(f"{field}: ")
+
+
+def test_messages_say_what_is_wrong():
+    with pytest.raises(ConfigError, match="tumbling windows need 'size'"):
+        parse_config(with_("window", {"type": "tumbling"}))
+    with pytest.raises(ConfigError, match="type must be one of event_time, continuous_event_time"):
+        parse_config(with_("trigger", {"type": "eventually"}))
+    with pytest.raises(ConfigError, match=r"windows: unknown setting \(known: "):
+        parse_config(with_("windows", {}))
+    with pytest.raises(ConfigError, match="not a duration: '1x'"):
+        parse_config(with_("window.size", "1x"))
+
+
+def test_cross_checks():
+    processing = with_("window", {"type": "tumbling", "size": "1m", "time": "processing"})
+    with pytest.raises(ConfigError) as error:
+        parse_config(processing)
+    assert error.value.field == "allowed_lateness"
+    with pytest.raises(ConfigError) as error:
+        parse_config(with_("source.event_time", "user"))
+    assert error.value.field == "key"
+
+
+def test_load_config_errors_name_the_file(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "missing.yaml")
+    assert error.value.field == "(file)"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    good = tmp_path / "good.yaml"
+    good.write_text("name: x\nsource: {path: a, event_time: ts}\nkey: k\nwindow: {type: global}\n"
+                    "output: {path: /o}\nunknown: 1\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(good)
+    assert error.value.field == "unknown" and error.value.source == str(good)
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("500ms", 500), ("10s", 10_000), ("1m", 60_000), ("2h", 7_200_000), ("1d", 86_400_000),
+    (" 3 s ", 3_000), (250, 250), (0, 0),
+])
+def test_parse_duration(text, ms):
+    assert parse_duration(text) == ms
+
+
+@pytest.mark.parametrize("bad", ["", "1", "1.5s", "-1s", "1 min", True, -5])
+def test_parse_duration_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+def test_format_duration_is_the_shortest_exact_spelling():
+    assert [format_duration(ms) for ms in (0, 1, 1_500, 60_000, 90_000, 86_400_000)] == [
+        "0ms", "1ms", "1500ms", "1m", "90s", "1d"]
