@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..durations import format_duration
+from ..durations import MAX_TIMESTAMP, format_duration
 from ..windows.base import TimeWindow
 from .base import StateDescriptor, Trigger, TriggerContext, TriggerResult, min_merge
 
@@ -18,6 +18,18 @@ from .base import StateDescriptor, Trigger, TriggerContext, TriggerResult, min_m
 def next_fire_time(time: int, interval: int, window: TimeWindow) -> int:
     """The fire time after ``time`` on the interval chain, capped at the window's end."""
     return min(time + interval, window.max_timestamp)
+
+
+def align_to_interval(timestamp: int, interval: int) -> int:
+    """Flink's ``ts - ts % interval`` with Java's remainder (truncated toward zero)."""
+    remainder = timestamp % interval if timestamp >= 0 else -(-timestamp % interval)
+    return timestamp - remainder
+
+
+def chain_ends(window: TimeWindow, now: int) -> bool:
+    """At end of input (+infinity) a never-ending window's chain would fire forever: it stops,
+    and the window's own end timer (at +infinity) gives its last firing."""
+    return window.max_timestamp == MAX_TIMESTAMP and now == MAX_TIMESTAMP
 
 
 @dataclass(frozen=True)
@@ -41,7 +53,7 @@ class ContinuousEventTimeTrigger(Trigger):
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp)
         if ctx.get_state(self.FIRE_TIME) is None:
-            self._register_next(timestamp - timestamp % self.interval, window, ctx)
+            self._register_next(align_to_interval(timestamp, self.interval), window, ctx)
         return TriggerResult.CONTINUE
 
     def on_event_time(self, time: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
@@ -67,8 +79,13 @@ class ContinuousEventTimeTrigger(Trigger):
         if fire_time is not None:
             ctx.delete_event_time_timer(fire_time)
             ctx.clear_state(self.FIRE_TIME)
+        # Flink leaves the end timer behind; on processing-time windows it would outlive the
+        # window, so it goes too (no output changes).
+        ctx.delete_event_time_timer(window.max_timestamp)
 
     def _register_next(self, time: int, window: TimeWindow, ctx: TriggerContext) -> None:
+        if chain_ends(window, ctx.current_watermark()):
+            return
         fire_time = next_fire_time(time, self.interval, window)
         ctx.set_state(self.FIRE_TIME, fire_time)
         ctx.register_event_time_timer(fire_time)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from ..durations import format_duration
 from ..windows.base import TimeWindow
 from .base import StateDescriptor, Trigger, TriggerContext, TriggerResult, min_merge
-from .continuous_event_time import next_fire_time
+from .continuous_event_time import align_to_interval, chain_ends, next_fire_time
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class ContinuousProcessingTimeTrigger(Trigger):
     ) -> TriggerResult:
         if ctx.get_state(self.FIRE_TIME) is None:
             now = ctx.current_processing_time()
-            self._register_next(now - now % self.interval, window, ctx)
+            self._register_next(align_to_interval(now, self.interval), window, ctx)
         return TriggerResult.CONTINUE
 
     def on_processing_time(
@@ -42,7 +42,10 @@ class ContinuousProcessingTimeTrigger(Trigger):
     ) -> TriggerResult:
         if ctx.get_state(self.FIRE_TIME) == time:
             ctx.clear_state(self.FIRE_TIME)
-            self._register_next(time, window, ctx)
+            # The capped last segment fires once: re-registering maxTimestamp at the same clock
+            # point would fire forever on event-time windows, whose cleanup is not on this clock.
+            if time < window.max_timestamp:
+                self._register_next(time, window, ctx)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
@@ -62,6 +65,8 @@ class ContinuousProcessingTimeTrigger(Trigger):
             ctx.clear_state(self.FIRE_TIME)
 
     def _register_next(self, time: int, window: TimeWindow, ctx: TriggerContext) -> None:
+        if chain_ends(window, ctx.current_processing_time()):
+            return
         fire_time = next_fire_time(time, self.interval, window)
         ctx.set_state(self.FIRE_TIME, fire_time)
         ctx.register_processing_time_timer(fire_time)

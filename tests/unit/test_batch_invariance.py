@@ -6,12 +6,9 @@ times), every window type, every built-in trigger (and purging), allowed latenes
 and periodic watermarks, idle timeouts. Firings are compared per (key, window): firings of
 different keys at one timestamp have no defined order.
 
-Excluded combinations, each pinned by its own strict-xfail test elsewhere:
-* ``continuous_processing_time`` on event-time windows: hangs once the replay clock passes a
-  window's end (triggers/test_continuous_processing_time_trigger.py);
-* the global window with a continuous trigger and ``finalize``: the chain runs to +infinity
-  (triggers/test_continuous_event_time_trigger.py). Those cases run without ``finalize``;
-* the leak check for ``continuous_event_time`` on processing-time windows (``known_leak``).
+Every combination is included: continuous_processing_time on event-time windows (its capped
+last segment fires once), the global window with a continuous trigger and ``finalize`` (the chain
+stops at +infinity), and the leak check for continuous_event_time on processing-time windows.
 """
 
 from __future__ import annotations
@@ -25,13 +22,6 @@ from reference import reference_replay
 
 from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
 from spark_jobs.windows import GLOBAL_WINDOW
-
-
-def known_leak(config) -> bool:
-    """continuous_event_time on processing-time windows leaves its end timer behind at cleanup
-    (pinned by triggers/test_continuous_event_time_trigger.py::test_clear_deletes_the_end_timer_too)."""
-    return config.window.time == "processing" and config.trigger.to_dict()["type"] == "continuous_event_time"
-
 
 # UNIT_MAX_EXAMPLES=5000 for a longer hunt; the default keeps tests/unit well under a minute.
 EXAMPLES = int(os.environ.get("UNIT_MAX_EXAMPLES", "250"))
@@ -85,9 +75,8 @@ def pipelines(draw, emits=("per_record", "periodic")):
         size = 200
         window = {"type": kind}
     window["time"] = time
-    triggers = ["event_time", "continuous_event_time", "processing_time", "count"]
-    if time == "processing" or kind == "global":
-        triggers.append("continuous_processing_time")
+    triggers = ["event_time", "continuous_event_time", "processing_time", "count",
+                "continuous_processing_time"]
     trigger_kind = draw(st.sampled_from(triggers))
     trigger: dict = {"type": trigger_kind, "purging": draw(st.booleans())}
     if trigger_kind.startswith("continuous"):
@@ -104,8 +93,6 @@ def pipelines(draw, emits=("per_record", "periodic")):
     ingest = draw(st.booleans())
     config = make_config(window, trigger, lateness=lateness, watermark=watermark, ingest=ingest)
     finalize = draw(st.sampled_from([True, True, False]))
-    if kind == "global" and trigger_kind.startswith("continuous"):
-        finalize = False
     return config, ingest, finalize
 
 
@@ -145,9 +132,8 @@ def test_batch_size_invariance_and_equality_with_the_reference(data):
     assert expected_firings == reference_firings(reference)
     assert expected_late == reference.late
 
-    if not known_leak(config):
-        for memory in runs:
-            assert memory.leaks == [] and reference.leaks == []
+    for memory in runs:
+        assert memory.leaks == [] and reference.leaks == []
     if finalize:
         # Everything fired and was cleaned up, except the global window, which Flink never cleans
         # up (its cleanup time is "end of time"): its contents and trigger state (e.g. a count

@@ -76,8 +76,6 @@ def test_clear_removes_the_fire_time_and_its_timer():
     assert not ctx.state and 10 not in ctx.event_timers
 
 
-@pytest.mark.xfail(strict=True, reason="ContinuousEventTimeTrigger.clear leaves the end timer at "
-                   "maxTimestamp registered; on processing-time windows it is reported as a leak")
 def test_clear_deletes_the_end_timer_too():
     window = TimeWindow(0, 60)
     ctx = FakeContext()
@@ -86,8 +84,6 @@ def test_clear_deletes_the_end_timer_too():
     assert ctx.empty, ctx.event_timers
 
 
-@pytest.mark.xfail(strict=True, reason="ContinuousEventTimeTrigger.clear leaves the end timer: "
-                   "processing-time windows with it report a leak for every window")
 def test_no_leak_on_processing_time_windows():
     config = make_config({"type": "tumbling", "size": 60, "time": "processing"},
                          {"type": "continuous_event_time", "interval": 10})
@@ -107,9 +103,6 @@ def test_on_merge_keeps_the_minimum_fire_time_and_registers_it():
     assert ctx.empty
 
 
-@pytest.mark.xfail(strict=True, reason="Flink computes ts - ts % interval with Java's remainder "
-                   "(truncated): for ts=-17, interval 10 the first fire time is 0, the engine's "
-                   "floor modulo gives -10")
 def test_negative_timestamps_align_like_flink():
     # Flink: -17 - (-17 % 10) = -17 - (-7) = -10, + 10 = 0 (Java's % truncates toward zero).
     ctx = FakeContext()
@@ -154,8 +147,6 @@ def test_a_chain_registered_behind_the_watermark_fires_at_the_next_advance():
 
 # The time limit may first interrupt a gc callback, which reports the exception as unraisable.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.xfail(strict=True, reason="global window + continuous_event_time + finalize: the "
-                   "chain fires every interval up to +infinity (watermark MAX), a practical hang")
 def test_global_window_with_a_continuous_trigger_can_be_finalized():
     config = make_config({"type": "global"}, {"type": "continuous_event_time", "interval": "1s"})
     with time_limit(1.5):

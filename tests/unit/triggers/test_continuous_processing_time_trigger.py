@@ -72,10 +72,6 @@ def test_processing_time_windows_fire_every_interval_and_at_the_end():
 
 # The time limit may first interrupt a gc callback, which reports the exception as unraisable.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.xfail(strict=True, reason="event-time window + continuous_processing_time: once the "
-                   "replay clock passes maxTimestamp the capped chain re-registers maxTimestamp "
-                   "forever (on_processing_time(maxTs) registers min(maxTs + i, maxTs) = maxTs, at "
-                   "the same clock point): the replay hangs")
 def test_event_time_window_with_continuous_processing_time_terminates():
     config = make_config({"type": "tumbling", "size": 10_000},
                          {"type": "continuous_processing_time", "interval": 1_000})
