@@ -4,6 +4,8 @@
     replay validate PIPELINE.yaml check a pipeline config (exit 2 on a bad one)
     replay run PIPELINE.yaml      replay what has not been replayed yet
     replay status PIPELINE.yaml   what has been replayed: batches, watermark, tables
+    replay validate-results PIPELINE.yaml   data-quality suites + reconciliation (exit 1 on failure)
+    replay report PIPELINE.yaml   the same, and an offline HTML report
     replay reset PIPELINE.yaml --yes
     replay reprocess PIPELINE.yaml --from T1 --to T2 --reason TEXT
     replay demo                   generate the sample archive, replay it, print a summary
@@ -89,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="start of the range: ISO-8601 with zone, or epoch ms")
     reprocess.add_argument("--to", dest="end", required=True, help="end of the range (exclusive)")
     reprocess.add_argument("--reason", required=True, help="why (recorded in reprocess_history)")
+
+    from .quality import cli as quality_cli
+
+    COMMANDS.update(quality_cli.register(commands))
 
     demo = commands.add_parser(
         "demo", help="generate a sample archive, replay it and print a summary",
@@ -249,10 +255,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     spark = get_spark(f"replay-{config.name}")
     summary = run_pipeline(config, spark=spark, finalize=True)
     print(format_summary(summary))
+    from .quality.report import write_report
+    from .quality.validate import validate_pipeline
     from .status import pane_examples
 
     print(pane_examples(spark, config))
-    return 0
+    result = validate_pipeline(config, spark=spark)
+    report = write_report(config, spark=spark, result=result)
+    passed = sum(outcome.success for outcome in result.outcomes)
+    print(f"data quality: {passed}/{len(result.outcomes)} expectations passed; "
+          f"report: {report}")
+    return 0 if result.success else 1
 
 
 def format_summary(summary: Any) -> str:
