@@ -78,7 +78,7 @@ def batch_ids(summary) -> list[int]:
     return [b["batch_id"] for b in summary["batches"]]
 
 
-def test_backfill_intervals_then_rerun_then_finalize(spark, pipeline):
+def test_backfill_two_intervals_rerun_and_finalize(spark, pipeline):
     output, asset = pipeline["output"], orch.pipeline_asset(orch.load_pipeline(pipeline["config"]))
     assert asset_event_count(asset.uri) == 0
 
@@ -95,24 +95,21 @@ def test_backfill_intervals_then_rerun_then_finalize(spark, pipeline):
     assert rows(spark, output, "window_results") == results
     assert rows(spark, output, "replay_log") == log
 
-    second = run_interval(FIRST + HOUR)
-    assert batch_ids(second) == [1] and not second["finalized"]
+    last = run_interval(FIRST + HOUR, finalize=True)  # the last interval ends the input
+    assert batch_ids(last) == [1, 2] and last["finalized"] and last["watermark"] == 2**63 - 1
     assert len(rows(spark, output, "window_results")) > len(results)
-
-    third = run_interval(FIRST + 2 * HOUR, finalize=True)
-    assert third["finalized"] and third["watermark"] == 2**63 - 1 and batch_ids(third) == [2]
     final_log = spark.read.format("delta").load(str(output / "replay_log")).orderBy("batch_id").collect()
-    assert [r["batch_id"] for r in final_log] == [0, 1, 2] and final_log[-1]["finalize"]
-    assert asset_event_count(asset.uri) == 4
+    assert [(r["batch_id"], r["finalize"]) for r in final_log] == [(0, False), (1, False), (2, True)]
+    assert asset_event_count(asset.uri) == 3
 
 
-REPROCESS = {"pipeline": NAME, "from": "2023-11-14T23:10:00Z", "to": "2023-11-14T23:20:00Z",
-             "reason": "e2e test"}
+REPROCESS = {"pipeline": NAME, "from": "2023-11-15T00:10:00Z", "to": "2023-11-15T00:20:00Z",
+             "reason": "e2e test"}  # in the second hour: rewinds to batch 1
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"from": "2023-11-14T23:30:00Z"}, "to: must be after from"),
-    ({"to": "2023-11-14T23:20:00"}, None),  # no zone: refused by the param's schema
+    ({"from": "2023-11-15T00:30:00Z"}, "to: must be after from"),
+    ({"to": "2023-11-15T00:20:00"}, None),  # no zone: refused by the param's schema
     ({"pipeline": "not_a_pipeline"}, None),
     ({"reason": ""}, None),
 ])
@@ -136,15 +133,17 @@ def test_reprocess_with_bad_params_touches_nothing(spark, pipeline, change, word
                     reason="spark_jobs.recovery.reprocess has not landed")
 def test_reprocess_rewinds_and_replays_to_the_same_tables(spark, pipeline):
     output, asset = pipeline["output"], orch.pipeline_asset(orch.load_pipeline(pipeline["config"]))
-    if not (output / "replay_log").exists():  # run alone (-k): replay the first interval first
+    if not (output / "replay_log").exists():  # run alone (-k): backfill both intervals first
         run_interval(FIRST)
+        run_interval(FIRST + HOUR, finalize=True)
     before = {t: rows(spark, output, t) for t in ("window_results", "late_events", "operator_state")}
     events = asset_event_count(asset.uri)
     run = load_dag("replay_reprocess").test(run_conf=REPROCESS)
     assert str(run.state) == "success", task_states(run)
     result = xcom(run, "reprocess")
-    assert result["reprocessed"] and result["batches"]
+    assert result["reprocessed"] and [b["batch_id"] for b in result["batches"]] == [1, 2]
     assert {t: rows(spark, output, t) for t in before} == before  # same archive: same results
     history = spark.read.format("delta").load(str(output / "reprocess_history")).collect()
-    assert [(r["reason"], r["from_ms"]) for r in history] == [("e2e test", BASE_MS + 600_000)]
+    assert [(r["reason"], r["from_ms"], r["from_batch"]) for r in history] == [
+        ("e2e test", BASE_MS + 4_200_000, 1)]
     assert asset_event_count(asset.uri) == events + 1  # through the alias: quality is scheduled
