@@ -224,8 +224,11 @@ def _expected_sliding(snapshot: Snapshot, replayed: Any, late_seqs: Any, result:
     config = snapshot.config
     window = config.window
     seqs, lower = accepted_window_bounds(snapshot, replayed)
+    import pandas as pd
+
     bounds = snapshot.spark.createDataFrame(
-        [(int(s), int(b)) for s, b in zip(seqs, lower, strict=True)], "_seq BIGINT, lower BIGINT"
+        pd.DataFrame({"_seq": seqs.astype(np.int64), "lower": lower.astype(np.int64)}),
+        "_seq BIGINT, lower BIGINT",
     )
     slide, offset = window.slide, window.offset
     ts = F.col("_event_time")
