@@ -116,7 +116,8 @@ def run_batch(config, spec, rows, seq_start, wm_state, states, profile: cProfile
         out_rows += out.num_rows
         kinds = out.column("_kind").to_pylist()
         keep = [i for i, k in enumerate(kinds) if k == "state"]
-        out_states[key] = out.take(keep).select(list(empty.schema.names)).cast(empty.schema)
+        state_rows = out.take(pa.array(keep, pa.int64()))
+        out_states[key] = state_rows.select(list(empty.schema.names)).cast(empty.schema)
     return {
         "records": len(rows),
         "keys": len(tables),

@@ -286,6 +286,9 @@ def run_measurement(
         results = [{"kind": spec["kind"], "scenario": spec.get("scenario"), "events": spec["events"],
                     "batch_size": spec.get("batch_size"), "label": spec.get("label"), "ok": False,
                     "error": f"exit code {code}: {tail}"} for spec in specs]
+        if len(specs) == 1 and specs[0]["kind"] == "replay":
+            with contextlib.suppress(Exception):  # a stopped replay: its batches so far
+                results[0].update(salvage_measurement(Path(specs[0]["workdir"])))
     for result in results:
         result.update(memory)
         result["shared_process"] = len(specs) > 1
@@ -489,6 +492,7 @@ def _replay_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any
     marks: list[dict[str, Any]] = []
     lines: list[str] = []
     previous = instruments.snapshot()
+    cpu_mark = [_tree_cpu()]
 
     def progress(message: str) -> None:
         nonlocal previous
@@ -500,10 +504,16 @@ def _replay_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any
             steps.append({name: float(value.rstrip("s")) for name, value in parts})
         elif "] ingested " in message:
             previous = instruments.snapshot()  # batch figures exclude the ingest's writes
+            cpu_mark[0] = _tree_cpu()
         elif "] batch " in message:
             now = instruments.snapshot()
-            marks.append({"end": time.time(), **_difference(now, previous)})
+            cpu = _tree_cpu(cpu_mark[0])
+            marks.append({"end": time.time(), "cpu": cpu - sum(cpu_mark[0].values()),
+                          **_difference(now, previous)})
+            cpu_mark[0] = _tree_cpu()
             previous = now
+            with open(Path(spec["workdir"]) / "batches.jsonl", "a") as log:  # for salvage()
+                log.write(json.dumps({**marks[-1], "steps": steps[-1] if steps else {}}) + "\n")
 
     started = time.time()
     summary = run_pipeline(config, spark, batch_size=batch_size, finalize=True, progress=progress)
@@ -525,6 +535,8 @@ def _replay_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any
             "state_rows": state_rows.get(batch.batch_id),
             "result_rows": result_rows.get(batch.batch_id, 0),
             "steps": steps[index] if index < len(steps) else {},
+            # CPU-seconds of the whole process tree (driver, JVM, Python workers) in the batch
+            "cpu_seconds": round(mark["cpu"], 3) if "cpu" in mark else None,
             "udf_cpu_seconds": round(mark.get("udf_s", 0.0), 4),
             "operator_cpu_seconds": round(mark.get("operator_s", 0.0), 4),
             "keys": int(mark.get("keys", 0)),
@@ -714,17 +726,21 @@ def event_log_profile(directory: Path, windows: list[list[float]]) -> dict[str, 
     """Per replay batch, from the Spark event log: how long Spark jobs ran (their union: the rest
     of the batch is driver-side work such as Delta log commits, planning and py4j), how many jobs,
     and the executors' task time, split by what started the job."""
-    files = [p for p in directory.iterdir() if p.is_file()]
+    # Spark 4 writes ``eventlog_v2_<app>/events_<n>_<app>`` (rolling) files.
+    files = sorted((p for p in directory.rglob("*") if p.is_file() and not p.name.startswith(".")),
+                   key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)])
     if not files:
         return {}
     jobs: dict[int, dict[str, Any]] = {}
     stage_job: dict[int, int] = {}
-    for line in files[0].open():
+    for line in (line for file in files for line in file.open()):
         event = json.loads(line)
         kind = event.get("Event")
         if kind == "SparkListenerJobStart":
             props = event.get("Properties", {}) or {}
-            what = props.get("spark.job.description") or props.get("callSite.short") or "?"
+            stages = event.get("Stage Infos") or [{}]
+            what = (props.get("spark.job.description") or props.get("callSite.short")
+                    or stages[-1].get("Stage Name") or "?")
             jobs[event["Job ID"]] = {"start": event["Submission Time"] / 1000, "end": None,
                                      "what": _job_label(what), "task_s": 0.0, "tasks": 0}
             for stage in event.get("Stage IDs", []):
@@ -836,7 +852,7 @@ def _name(index: int, item: dict[str, Any]) -> str:
 def _print(name: str, result: dict[str, Any], run: str = "") -> None:
     status = "ok" if result.get("ok") else "FAILED"
     print(f"[bench] {name}{run}: {status} wall {result.get('wall_seconds', float('nan')):.1f}s "
-          f"({result.get('events_per_second', 0):,.0f} ev/s), "
+          f"({result.get('events_per_second') or 0:,.0f} ev/s), "
           f"peak RSS {result.get('peak_rss_bytes', 0) / 2**30:.2f} GiB, "
           f"load {result.get('load_avg_before', [0])[0]:.2f}", flush=True)
     if not result.get("ok"):
@@ -968,30 +984,37 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def fixed_overhead(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per scenario and archive: least-squares ``seconds = a + b * records`` over all replay batches
-    (the finalize batch excluded): ``a`` is the fixed per-batch cost, ``b`` the cost per record."""
+    """Per scenario, over every replay batch of every run (finalize batches excluded): least squares
+    ``seconds = a + b * records``; ``a`` is the fixed per-batch cost, ``b`` the cost per record.
+    Also on the batches' process-tree CPU-seconds, which other load inflates far less."""
     out = {}
-    groups: dict[str, list[tuple[int, float]]] = {}
+    groups: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for r in results:
         if r["kind"] != "replay":
             continue
-        name = f"{r['scenario']}" + ("-flat" if r.get("label") == "flat" else "")
+        group = groups.setdefault(r["scenario"], {"wall": [], "cpu": []})
         for b in r["per_batch"]:
             if b["records"]:
-                groups.setdefault(name, []).append((b["records"], b["seconds"]))
-    for name, points in groups.items():
-        if len({x for x, _ in points}) < 2:
-            medians = statistics.median(s for _, s in points)
-            out[name] = {"median_batch_seconds": round(medians, 3), "batches": len(points)}
-            continue
-        n = len(points)
-        mx = sum(x for x, _ in points) / n
-        my = sum(y for _, y in points) / n
-        sxx = sum((x - mx) ** 2 for x, _ in points)
-        b = sum((x - mx) * (y - my) for x, y in points) / sxx
-        a = my - b * mx
-        out[name] = {"fixed_seconds": round(a, 3), "microseconds_per_record": round(b * 1e6, 2),
-                     "batches": n}
+                group["wall"].append((b["records"], b["seconds"]))
+                if b.get("cpu_seconds") is not None:
+                    group["cpu"].append((b["records"], b["cpu_seconds"]))
+    for name, group in groups.items():
+        entry: dict[str, Any] = {}
+        for metric, points in group.items():
+            if not points:
+                continue
+            entry[f"{metric}_batches"] = len(points)
+            entry[f"{metric}_median_seconds"] = round(statistics.median(y for _, y in points), 3)
+            if len({x for x, _ in points}) < 2:
+                continue
+            n = len(points)
+            mx = sum(x for x, _ in points) / n
+            my = sum(y for _, y in points) / n
+            sxx = sum((x - mx) ** 2 for x, _ in points)
+            b = sum((x - mx) * (y - my) for x, y in points) / sxx
+            entry[f"{metric}_fixed_seconds"] = round(my - b * mx, 3)
+            entry[f"{metric}_microseconds_per_record"] = round(b * 1e6, 2)
+        out[name] = entry
     return out
 
 
@@ -1017,6 +1040,15 @@ def flat_stats(results: list[dict[str, Any]]) -> dict[str, Any]:
             "state_rows_min": min(states),
             "state_rows_max": max(states),
         }
+        cpu = [b["cpu_seconds"] for b in r["per_batch"] if b["records"] and b.get("cpu_seconds") is not None]
+        if len(cpu) >= 4:
+            tenth = max(1, len(cpu) // 10)
+            out[r["kind"]].update({
+                "cpu_median_seconds": round(statistics.median(cpu), 3),
+                "cpu_first_tenth_median": round(statistics.median(cpu[:tenth]), 3),
+                "cpu_last_tenth_median": round(statistics.median(cpu[-tenth:]), 3),
+                "cpu_slope_ms_per_100_batches": round(_slope(cpu) * 100 * 1000, 1),
+            })
     return out
 
 
@@ -1039,8 +1071,8 @@ def summary_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {row['scenario']}{' (flat)' if row['label'] == 'flat' else ''} | {row['events']:,} | "
             f"{row['batch_size']:,} | {row['batches']} | {row['replay_wall']:.1f} | "
-            f"{row['replay_eps']:,.0f} | "
-            f"{row['ingest_seconds']:.1f} | {_fmt(row['batch_wall'])} | {_fmt(row['sss_wall'])} | "
+            f"{_fmt(row['replay_eps'], 0)} | "
+            f"{_fmt(row['ingest_seconds'])} | {_fmt(row['batch_wall'])} | {_fmt(row['sss_wall'])} | "
             f"{_fmt(row['vs_batch'], 2)}x | {_fmt(row['vs_sss'], 2)}x | {row['peak_rss_gib']}/"
             f"{_fmt(row['sss_peak_rss_gib'], 2)}/{_fmt(row['batch_peak_rss_gib'], 2)} | "
             f"{row['delta_files']}/{_fmt(row['sss_delta_files'], 0)} |"
@@ -1068,8 +1100,9 @@ def summary_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"* {r['scenario']} {r['events']:,} x {r['batch_size']:,}: "
                 + ", ".join(f"{k} {v:.1f}" for k, v in totals.items())
-                + f"; batch total {r['batch_seconds']:.1f}; per-key function CPU {r['udf_cpu_seconds']:.1f}"
-                f" (operator {r['operator_cpu_seconds']:.1f}) over {r['udf_calls']} calls"
+                + f"; batch total {r['batch_seconds']:.1f}; per-key function CPU "
+                f"{_fmt(r.get('udf_cpu_seconds'))} (operator {_fmt(r.get('operator_cpu_seconds'))}) over "
+                f"{r.get('udf_calls', '?')} calls"
             )
     return "\n".join(lines) + "\n"
 
@@ -1120,8 +1153,13 @@ def plot(report: dict[str, Any], paths: list[Path]) -> None:
         if not r:
             continue
         batches = [b for b in r["per_batch"] if b["records"]]
+        name = "replay" if r["kind"] == "replay" else "SSS"
         ax.plot([b["batch"] for b in batches], [b["seconds"] for b in batches], ".", ms=3,
-                label=f"{'replay' if r['kind'] == 'replay' else 'SSS'} ({r['batch_size']:,}/batch)")
+                label=f"{name} wall ({r['batch_size']:,}/batch)")
+        cpu = [b for b in batches if b.get("cpu_seconds") is not None]
+        if cpu:
+            ax.plot([b["batch"] for b in cpu], [b["cpu_seconds"] for b in cpu], "x", ms=3,
+                    label=f"{name} CPU-seconds (process tree)")
     ax.set_xlabel("batch number")
     ax.set_ylabel("seconds per batch")
     ax.set_ylim(bottom=0)
@@ -1135,6 +1173,10 @@ def plot(report: dict[str, Any], paths: list[Path]) -> None:
         batches = [b for b in r["per_batch"] if b["records"] and b.get("state_rows") is not None]
         ax.plot([b["state_rows"] for b in batches], [b["seconds"] for b in batches], ".", ms=3,
                 label="replay (operator_state rows)" if r["kind"] == "replay" else "SSS (state store rows)")
+        cpu = [b for b in batches if b.get("cpu_seconds") is not None]
+        if cpu:
+            ax.plot([b["state_rows"] for b in cpu], [b["cpu_seconds"] for b in cpu], "x", ms=3,
+                    label="replay CPU-seconds")
     ax.set_xlabel("open-window state rows after the batch")
     ax.set_ylabel("seconds per batch")
     ax.set_ylim(bottom=0)
@@ -1162,8 +1204,7 @@ def plot(report: dict[str, Any], paths: list[Path]) -> None:
         ax.set_xticks(range(len(replays)))
         ax.set_xticklabels([f"{r['batch_size']:,}" for r in replays])
         ax.set_xlabel("records per batch")
-        ax.set_ylabel("mean seconds per batch")
-        ax.set_yscale("log")
+        ax.set_ylabel("mean seconds per batch (finalize batch excluded)")
         ax.set_title("replay batch: time per step (tumbling)")
         ax.legend(fontsize=8)
     fig.suptitle(f"flink-replay benchmarks ({report['run']}, {report['machine']})", fontsize=10)
@@ -1222,10 +1263,89 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def salvage(lakehouse: Path) -> dict[str, Any]:
+    """Per-batch figures of a replay from its Delta logs alone (no Spark): for a measurement that
+    had to be stopped before it finished. A batch's end is its ``replay_log`` commit; its start
+    the previous batch's commit (the first: the ingest's ``source_files`` commit)."""
+
+    def commits(table: str) -> list[dict[str, Any]]:
+        found = []
+        for file in sorted((lakehouse / table / "_delta_log").glob("*.json")):
+            info: dict[str, Any] = {}
+            for line in file.read_text().splitlines():
+                action = json.loads(line)
+                if "commitInfo" in action:
+                    info.update(action["commitInfo"])
+                elif "add" in action and action["add"].get("stats"):
+                    info.setdefault("stats", []).append(json.loads(action["add"]["stats"]))
+            found.append(info)
+        return found
+
+    start = max(c["timestamp"] for c in commits("source_files")) / 1000
+    state_rows = _commit_rows(lakehouse / "operator_state")
+    per_batch = []
+    for info in commits("replay_log"):
+        meta = info.get("userMetadata") or ""
+        if not meta.startswith("batch="):
+            continue
+        batch_id = int(meta[6:])
+        stats = (info.get("stats") or [{}])
+        records = next((s["minValues"]["records"] for s in stats if s.get("numRecords")), None)
+        end = info["timestamp"] / 1000
+        per_batch.append({"batch": len(per_batch), "batch_id": batch_id, "records": records,
+                          "seconds": round(end - start, 3), "state_rows": state_rows.get(batch_id),
+                          "steps": {}})
+        start = end
+    return {"per_batch": per_batch, "batches": len(per_batch), "salvaged": True}
+
+
+def salvage_measurement(workdir: Path) -> dict[str, Any]:
+    """A replay measurement stopped (timeout) before the end: its per-batch figures from the Delta
+    logs, with the worker's per-batch marks (steps, CPU) where it wrote them."""
+    result = salvage(workdir / "out" / "lakehouse")
+    marks_path = workdir / "batches.jsonl"
+    marks = [json.loads(line) for line in marks_path.read_text().splitlines()] if marks_path.exists() else []
+    for entry, mark in zip(result["per_batch"], marks, strict=False):
+        entry["steps"] = mark.get("steps", {})
+        entry["cpu_seconds"] = round(mark["cpu"], 3) if "cpu" in mark else None
+        entry["udf_cpu_seconds"] = round(mark.get("udf_s", 0.0), 4)
+        entry["operator_cpu_seconds"] = round(mark.get("operator_s", 0.0), 4)
+    result["ok"] = bool(result["per_batch"])
+    result["wall_seconds"] = round(sum(b["seconds"] for b in result["per_batch"]), 3)
+    result["batch_seconds"] = result["wall_seconds"]
+    result["ingest_seconds"] = None
+    result["events_per_second"] = None
+    result["delta"] = delta_file_counts(workdir / "out")
+    return result
+
+
+def report_only(argv: list[str]) -> int:
+    """``python -m spark_jobs.bench report RUN_DIR... [--plot PNG]``: merge the results of runs
+    made separately (e.g. the 1M comparison and the flat test) into one summary and plot."""
+    parser = argparse.ArgumentParser(prog="python -m spark_jobs.bench report")
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--plot", type=Path, default=None)
+    args = parser.parse_args(argv)
+    reports = [json.loads((run / "results.json").read_text()) for run in args.runs]
+    merged: dict[str, Any] = {
+        "run": " + ".join(r["run"] for r in reports),
+        "command": " ; ".join(r["command"] for r in reports),
+        "machine": reports[0]["machine"],
+        "results": [result for r in reports for result in r["results"]],
+    }
+    merged["analysis"] = analyse(merged["results"])
+    if args.plot:
+        plot(merged, [args.plot])
+    print(summary_markdown(merged))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_worker"]:
         return worker(argv[1])
+    if argv[:1] == ["report"]:
+        return report_only(argv[1:])
     args = parse_args(argv)
     run = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.out or args.root / f"run-{run}"
