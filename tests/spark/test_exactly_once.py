@@ -12,7 +12,9 @@ import time
 import pytest
 from replay_helpers import cli, run_cli, snapshot, write_archive, write_pipeline
 
-pytestmark = pytest.mark.spark
+# Slow tier (`make test-slow`): each case runs whole replays; see the notes in BENCHMARKS.md
+# and the issue notes for what was verified on this machine.
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

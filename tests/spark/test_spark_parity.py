@@ -11,7 +11,9 @@ from replay_helpers import cli, write_archive, write_pipeline
 from spark_jobs.config import load_config
 from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
 
-pytestmark = pytest.mark.spark
+# Slow tier (`make test-slow`): each case runs whole replays; see the notes in BENCHMARKS.md
+# and the issue notes for what was verified on this machine.
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 CASES = {
     "sliding_event_time_lateness": {
