@@ -147,3 +147,17 @@ def test_reprocess_rewinds_and_replays_to_the_same_tables(spark, pipeline):
     assert [(r["reason"], r["from_ms"], r["from_batch"]) for r in history] == [
         ("e2e test", BASE_MS + 4_200_000, 1)]
     assert asset_event_count(asset.uri) == events + 1  # through the alias: quality is scheduled
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("spark_jobs.quality") is None,
+                    reason="spark_jobs.quality (validate_pipeline) has not landed")
+def test_quality_dag_validates_the_replayed_pipeline(spark, pipeline):
+    """The real suites over the tables the backfill wrote (as after the asset event). Slow tier:
+    the DAG's wiring is covered by test_quality_dag.py, the suites by tests/quality."""
+    if not (pipeline["output"] / "replay_log").exists():  # run alone (-k)
+        run_interval(FIRST)
+    run = load_dag("replay_quality").test(run_conf={"pipeline": NAME})
+    assert str(run.state) == "success", task_states(run)
+    report = xcom(run, "validate", map_index=0)
+    assert report["pipeline"] == NAME and report["success"]
