@@ -150,7 +150,10 @@ def reconcile(snapshot: Snapshot) -> Reconciliation:
         file_records = file_quarantined = 0
     result.records_read = file_records + file_quarantined
     staging = snapshot.frame("staging")
-    result.accepted = staging.count() if staging is not None else 0
+    if staging is not None:
+        replayed_flag = (F.col("_seq") < F.lit(snapshot.replayed_seq_end)).cast("long")
+        counts = staging.agg(F.count("*").alias("n"), F.sum(replayed_flag).alias("replayed")).collect()[0]
+        result.accepted, result.replayed = int(counts["n"]), int(counts["replayed"] or 0)
     quarantine = snapshot.frame("quarantine")
     result.quarantined = quarantine.count() if quarantine is not None else 0
     if result.accepted != file_records:
@@ -168,18 +171,17 @@ def reconcile(snapshot: Snapshot) -> Reconciliation:
         return result
     if not snapshot.log or staging is None:
         result.status = "mismatch" if result.problems else "nothing_replayed"
-        result.pending = result.accepted
+        result.replayed, result.pending = 0, result.accepted
         return result
 
     count_column = count_star_columns(config)[0]
     result.count_column = count_column
     replayed = staging.where(F.col("_seq") < snapshot.replayed_seq_end)
-    result.replayed = replayed.count()
     result.pending = result.accepted - result.replayed
     late = snapshot.frame("late_events")
     late_seqs = late.select("_seq") if late is not None else snapshot.spark.createDataFrame([], "_seq BIGINT")
-    result.late = late.count() if late is not None else 0
-    distinct_late = late_seqs.distinct().count()
+    counts = late_seqs.agg(F.count("*").alias("n"), F.countDistinct("_seq").alias("distinct")).collect()[0]
+    result.late, distinct_late = int(counts["n"]), int(counts["distinct"])
     if distinct_late != result.late:
         result.problems.append(f"{result.late - distinct_late} records appear more than once in late_events")
     stray = late_seqs.join(replayed.select("_seq"), "_seq", "left_anti").count()

@@ -254,7 +254,7 @@ def _panes_plot(snapshot: Snapshot) -> Plot:
         ax.set_xticks(range(0, len(buckets), step))
         ax.set_xticklabels(labels[::step], rotation=30, ha="right", fontsize=7)
         ax.set_ylabel("panes (all keys)")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         _empty(ax, "no panes")
     ax.set_title("panes per window by timing", fontsize=10)

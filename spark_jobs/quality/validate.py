@@ -113,7 +113,9 @@ class QualityResult:
             raise RuntimeError("this result holds no GX context to build Data Docs from")
         directory = Path(directory)
         context = self._gx
-        site = "run"
+        site = f"{self.pipeline} {self.run_id}"
+        if site in context.get_site_names():  # rendered before: start that site afresh
+            context.delete_data_docs_site(site)
         context.add_data_docs_site(
             site_name=site,
             site_config={
