@@ -301,8 +301,7 @@ def replay_interval(
     summary = run_pipeline(config, spark=session, batch_size=batch_size, finalize=bool(finalize),
                            progress=log.info, until_ms=end_ms)
     result = summary_dict(summary)
-    result.update(interval_start_ms=start_ms, interval_end_ms=end_ms,
-                  caught_up=end_ms is None or summary.watermark >= end_ms)
+    result.update(interval_start_ms=start_ms, interval_end_ms=end_ms)
     ids = [b["batch_id"] for b in result["batches"]]
     if ids:
         log.info("replay %s: ran %d batches (ids %s), %d records, panes %s, watermark %s%s",
@@ -311,10 +310,6 @@ def replay_interval(
     else:
         log.info("replay %s: no batch to replay for this interval: every batch before its end was "
                  "already committed (watermark %s)", config.name, format_timestamp(summary.watermark))
-    if not result["caught_up"]:
-        log.warning("replay %s: the watermark %s is still before the interval end %s: the archive "
-                    "does not reach the end of this interval yet", config.name,
-                    format_timestamp(summary.watermark), format_timestamp(end_ms))
     return result
 
 
