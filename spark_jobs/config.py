@@ -28,7 +28,7 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _TOP_LEVEL = {
     "name", "source", "key", "watermark", "window", "trigger", "allowed_lateness",
     "late_output", "aggregates", "batch", "output", "quality", "maintenance", "schedule",
-    "description", "evictor", "aggregate_function", "process_function", "process",
+    "description", "evictor", "aggregate_function", "process_function", "process", "join",
 }
 _WINDOWED_ONLY = ("window", "trigger", "aggregates", "evictor", "aggregate_function",
                   "process_function", "allowed_lateness")
@@ -70,6 +70,27 @@ class WatermarkConfig:
 
 
 @dataclass(frozen=True)
+class JoinConfig:
+    """A time-based join of the main ``source`` (the left input) with a second archive.
+
+    ``interval``: Flink's interval join (left.ts + lower <= right.ts <= left.ts + upper, bounds
+    already made inclusive); ``window``: both inputs in the pipeline's windows, every (left,
+    right) pair of a firing pane. ``function`` maps a pair to an output row (default: both
+    records as JSON and their times).
+    """
+
+    type: str  # interval | window
+    right: SourceConfig
+    right_watermark: WatermarkConfig
+    lower: int = 0
+    upper: int = 0
+    function: UserFunction | None = None
+
+    #: The names of the two inputs, as ``_input`` 0 and 1 and as watermark partition prefixes.
+    INPUTS = ("left", "right")
+
+
+@dataclass(frozen=True)
 class QualityConfig:
     max_late_fraction: float = 0.5
     max_quarantine_fraction: float = 0.5
@@ -108,6 +129,7 @@ class PipelineConfig:
     process_function: UserFunction | None = None
     #: A keyed process function replaces windows, triggers and aggregates altogether.
     keyed_process: UserFunction | None = None
+    join: JoinConfig | None = None
     quality: QualityConfig = field(default_factory=QualityConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
@@ -133,8 +155,30 @@ class PipelineConfig:
         numeric = any(s.column == column and s.function in NUMERIC_FUNCTIONS for s in self.aggregates)
         return "double" if numeric else "string"
 
+    @property
+    def results_table(self) -> str:
+        """The table a firing's rows go to."""
+        if self.join is not None:
+            return "join_results"
+        return "process_results" if self.keyed_process is not None else "window_results"
+
+    def input_watermarks(self) -> dict[str, WatermarkConfig] | None:
+        """Per-input watermark settings of a two-input pipeline (None: one input)."""
+        if self.join is None:
+            return None
+        return dict(zip(JoinConfig.INPUTS, (self.watermark, self.join.right_watermark), strict=True))
+
+    def sources(self) -> list[SourceConfig]:
+        """The archives this pipeline reads: the source, and the join's right input if any."""
+        return [self.source] if self.join is None else [self.source, self.join.right]
+
     def outputs(self) -> list[tuple[str, str]]:
         """The named values each firing emits, with their types, in column order."""
+        if self.join is not None:
+            from .joins import DEFAULT_JOIN_OUTPUT
+
+            function = self.join.function
+            return list((function.output if function else DEFAULT_JOIN_OUTPUT).items())
         if self.keyed_process is not None:
             return list(self.keyed_process.output.items())
         if self.process_function is not None:
@@ -218,11 +262,23 @@ class _Parser:
             raise self.fail("key", "must be a field name or a non-empty list of field names")
         watermark = self.parse_watermark(self.mapping(data, "watermark"))
         keyed_process = self.parse_function(data, "process")
+        join = self.parse_join(self.mapping(data, "join"), watermark, source)
         if keyed_process is not None:
             clash = [name for name in _WINDOWED_ONLY if data.get(name) is not None]
+            if join is not None:
+                clash.insert(0, "join")
             if clash:
                 raise self.fail(clash[0], "does not apply to a keyed process function (process:)")
             data = {**data, "window": {"type": "global"}}
+        if join is not None and join.type == "interval":
+            clash = [name for name in _WINDOWED_ONLY if data.get(name) is not None]
+            if clash:
+                raise self.fail(clash[0], "does not apply to an interval join (join.type: interval)")
+            data = {**data, "window": {"type": "global"}}
+        if join is not None and (data.get("aggregates") is not None or data.get("aggregate_function")
+                                 or data.get("process_function")):
+            name = next(n for n in ("aggregates", "aggregate_function", "process_function") if data.get(n))
+            raise self.fail(name, "a join emits joined pairs (join.function), not aggregates")
         window = self.build("window", assigner_from_dict, self.mapping(data, "window", required=True))
         trigger = self.build("trigger", trigger_from_dict, self.mapping(data, "trigger") or None)
         lateness = self.duration(data, "allowed_lateness", "allowed_lateness", default=0)
@@ -231,7 +287,7 @@ class _Parser:
             raise self.fail("late_output", f"must be one of {', '.join(LATE_OUTPUTS)}")
         process_function = self.parse_function(data, "process_function")
         aggregate_function = self.parse_function(data, "aggregate_function")
-        if keyed_process is not None or (
+        if keyed_process is not None or join is not None or (
             process_function is not None and data.get("aggregates") is None and aggregate_function is None
         ):
             aggregates = []  # full-window form: the process function sees every record
@@ -275,6 +331,7 @@ class _Parser:
             aggregate_function=aggregate_function,
             process_function=process_function,
             keyed_process=keyed_process,
+            join=join,
             quality=self.parse_quality(self.mapping(data, "quality")),
             maintenance=self.parse_maintenance(self.mapping(data, "maintenance")),
             schedule=self.parse_schedule(self.mapping(data, "schedule")),
@@ -299,35 +356,89 @@ class _Parser:
         if config.window.time == "processing" and config.allowed_lateness:
             raise self.fail("allowed_lateness", "applies to event-time windows only")
 
-    def parse_source(self, data: dict[str, Any]) -> SourceConfig:
+    def parse_source(self, data: dict[str, Any], where: str = "source",
+                     extra: tuple[str, ...] = ()) -> SourceConfig:
         path = data.get("path")
         if not isinstance(path, str) or not path:
-            raise self.fail("source.path", "is required: a file or directory of the archive")
+            raise self.fail(f"{where}.path", "is required: a file or directory of the archive")
         fmt = data.get("format", "jsonl")
         if fmt not in FORMATS:
-            raise self.fail("source.format", f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
+            raise self.fail(f"{where}.format", f"must be one of {', '.join(FORMATS)}, not {fmt!r}")
         event_time = data.get("event_time")
         if not isinstance(event_time, str) or not event_time:
-            raise self.fail("source.event_time", "is required: the field holding event time")
+            raise self.fail(f"{where}.event_time", "is required: the field holding event time")
         names = {}
         for opt in ("ingest_time", "partition", "offset", "id"):
             value = data.get(opt)
             if value is not None and (not isinstance(value, str) or not value):
-                raise self.fail(f"source.{opt}", "must be a field name")
+                raise self.fail(f"{where}.{opt}", "must be a field name")
             names[opt] = value
         types = data.get("types") or {}
         if not isinstance(types, dict):
-            raise self.fail("source.types", "must map field names to types")
+            raise self.fail(f"{where}.types", "must map field names to types")
         for name, kind in types.items():
             if kind not in TYPES:
-                raise self.fail(f"source.types.{name}", f"must be one of {', '.join(TYPES)}")
-        unknown = sorted(set(data) - {"path", "format", "event_time", "types", *names})
+                raise self.fail(f"{where}.types.{name}", f"must be one of {', '.join(TYPES)}")
+        unknown = sorted(set(data) - {"path", "format", "event_time", "types", *names, *extra})
         if unknown:
-            raise self.fail(f"source.{unknown[0]}", "unknown setting")
+            raise self.fail(f"{where}.{unknown[0]}", "unknown setting")
         return SourceConfig(resolve_path(path), fmt, event_time, types=dict(types), **names)
 
-    def parse_watermark(self, data: dict[str, Any]) -> WatermarkConfig:
-        delay = self.duration(data, "max_out_of_orderness", "watermark.max_out_of_orderness", 0)
+    def parse_join(self, data: dict[str, Any], left_watermark: WatermarkConfig,
+                   left: SourceConfig) -> JoinConfig | None:
+        if not data:
+            return None
+        kind = data.get("type")
+        if kind not in ("interval", "window"):
+            raise self.fail("join.type", "must be interval or window")
+        right_data = self.mapping(data, "right", required=True) if "right" in data else None
+        if right_data is None:
+            raise self.fail("join.right", "is required: the second archive (a source mapping)")
+        right = self.parse_source(right_data, "join.right", extra=("watermark",))
+        if right.path == left.path:
+            raise self.fail("join.right.path", "must be a different archive than source.path")
+        if bool(right.ingest_time) != bool(left.ingest_time):
+            raise self.fail("join.right.ingest_time", "both inputs need an ingest_time, or neither: "
+                            "it is the replay clock that interleaves them")
+        own = self.mapping(right_data, "watermark")
+        unknown = sorted(set(own) - {"max_out_of_orderness", "idle_timeout"})
+        if unknown:
+            raise self.fail(f"join.right.watermark.{unknown[0]}",
+                            "unknown setting (the emit mode is the pipeline's watermark.emit)")
+        parsed = self.parse_watermark({"emit": left_watermark.emit_spec, **own}, "join.right.watermark")
+        inherited = left_watermark
+        right_watermark = WatermarkConfig(
+            parsed.max_out_of_orderness if "max_out_of_orderness" in own else inherited.max_out_of_orderness,
+            inherited.emit, inherited.interval,
+            parsed.idle_timeout if "idle_timeout" in own else inherited.idle_timeout,
+        )
+        lower = upper = 0
+        allowed = {"type", "right", "function"}
+        if kind == "interval":
+            allowed |= {"lower", "upper", "lower_inclusive", "upper_inclusive"}
+            for name in ("lower", "upper"):
+                if name not in data:
+                    raise self.fail(f"join.{name}", "is required for an interval join (e.g. -5s, 10s)")
+            try:
+                lower, upper = _signed_duration(data["lower"]), _signed_duration(data["upper"])
+            except ValueError as error:
+                raise self.fail("join.lower/upper", str(error)) from error
+            for name in ("lower_inclusive", "upper_inclusive"):
+                if not isinstance(data.get(name, True), bool):
+                    raise self.fail(f"join.{name}", "must be true or false")
+            # Flink's IntervalJoin: exclusive bounds become inclusive ones one millisecond in.
+            lower += 0 if data.get("lower_inclusive", True) else 1
+            upper -= 0 if data.get("upper_inclusive", True) else 1
+            if lower > upper:
+                raise self.fail("join.lower", f"must not be above join.upper ({lower} > {upper} ms)")
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise self.fail(f"join.{unknown[0]}", f"unknown setting for a {kind} join")
+        function = self.parse_function(data, "function", "join.function")
+        return JoinConfig(kind, right, right_watermark, lower, upper, function)
+
+    def parse_watermark(self, data: dict[str, Any], where: str = "watermark") -> WatermarkConfig:
+        delay = self.duration(data, "max_out_of_orderness", f"{where}.max_out_of_orderness", 0)
         emit = str(data.get("emit", "per_record"))
         interval = None
         if emit.startswith("periodic"):
@@ -342,9 +453,9 @@ class _Parser:
         elif emit not in ("per_record", "per_batch"):
             raise self.fail("watermark.emit", "must be per_record, periodic:<interval> or per_batch")
         idle = data.get("idle_timeout")
-        idle_ms = None if idle is None else self.duration(data, "idle_timeout", "watermark.idle_timeout")
+        idle_ms = None if idle is None else self.duration(data, "idle_timeout", f"{where}.idle_timeout")
         if idle_ms == 0:
-            raise self.fail("watermark.idle_timeout", "must be positive (omit it to never idle)")
+            raise self.fail(f"{where}.idle_timeout", "must be positive (omit it to never idle)")
         return WatermarkConfig(delay, emit, interval, idle_ms)
 
     def parse_aggregates(self, data: Any) -> list[AggregateSpec]:
@@ -362,29 +473,34 @@ class _Parser:
                 raise self.fail(f"aggregates.{name}", str(error)) from error
         return specs
 
-    def parse_function(self, data: dict[str, Any], name: str) -> UserFunction | None:
-        spec = self.mapping(data, name)
+    def parse_function(
+        self, data: dict[str, Any], name: str, where: str | None = None
+    ) -> UserFunction | None:
+        where = where or name
+        spec = data.get(name)
+        if spec is not None and not isinstance(spec, dict):
+            raise self.fail(where, "must be a mapping with class, params and output")
         if not spec:
             return None
         from .functions import AggregateFunction, ProcessWindowFunction, load_object
+        from .joins import JoinFunction
         from .process import KeyedProcessFunction
 
-        base = {"aggregate_function": AggregateFunction, "process": KeyedProcessFunction}.get(
-            name, ProcessWindowFunction
-        )
+        base = {"aggregate_function": AggregateFunction, "process": KeyedProcessFunction,
+                "function": JoinFunction}.get(name, ProcessWindowFunction)
         path, params, output = spec.get("class"), spec.get("params") or {}, spec.get("output")
         if not isinstance(path, str):
-            raise self.fail(f"{name}.class", "is required: the import path of the class")
+            raise self.fail(f"{where}.class", "is required: the import path of the class")
         if not isinstance(output, dict) or not output:
-            raise self.fail(f"{name}.output", "must declare the outputs, e.g. {total: double}")
+            raise self.fail(f"{where}.output", "must declare the outputs, e.g. {total: double}")
         for column, kind in output.items():
             if not isinstance(kind, str) or not _OUTPUT_TYPE.match(kind):
-                raise self.fail(f"{name}.output.{column}", "type must be string, long, double, "
+                raise self.fail(f"{where}.output.{column}", "type must be string, long, double, "
                                 "boolean or array<...> of them")
         try:
             instance = load_object(path, params, base)
         except ValueError as error:
-            raise self.fail(f"{name}.class", str(error)) from error
+            raise self.fail(f"{where}.class", str(error)) from error
         return UserFunction(path, dict(params), dict(output), instance)
 
     def parse_quality(self, data: dict[str, Any]) -> QualityConfig:
@@ -443,6 +559,16 @@ class _Parser:
             return factory(spec)
         except (ValueError, TypeError) as error:
             raise self.fail(field_name, str(error)) from error
+
+
+def _signed_duration(value: Any) -> int:
+    """A duration that may be negative (interval join bounds): ``-5s``, ``10s``, ``-500``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if text.startswith("-"):
+        return -parse_duration(text[1:].strip())
+    return parse_duration(text)
 
 
 def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,17 @@ def operator_spec(config: PipelineConfig) -> OperatorSpec:
     """The operator's per-pipeline parts, built once from the config."""
     aggregation = Aggregation(list(config.aggregates))
     names = [name for name, _ in config.outputs()]
+    join = config.join
+    if join is not None:
+        from .joins import IntervalJoin, WindowJoinPane
+
+        function = join.function.instance if join.function else None
+        if join.type == "interval":
+            process = IntervalJoin(join.lower, join.upper, function, names)
+            return OperatorSpec(config.window, config.trigger, IncrementalPane(Aggregation([])),
+                                process=process, output_names=tuple(names), two_inputs=True)
+        pane = WindowJoinPane(config.evictor, function, names)
+        return OperatorSpec(config.window, config.trigger, pane, config.allowed_lateness, two_inputs=True)
     if config.keyed_process is not None:
         return OperatorSpec(config.window, config.trigger, IncrementalPane(Aggregation([])),
                             process=config.keyed_process.instance, output_names=tuple(names))
@@ -63,7 +74,8 @@ def process_key(
     if spec.process is not None:
         from .process import KeyedProcessOperator
 
-        operator: Any = KeyedProcessOperator(spec.process, list(spec.output_names), timeline, key)
+        operator: Any = KeyedProcessOperator(spec.process, list(spec.output_names), timeline, key,
+                                             spec.two_inputs)
     else:
         operator = KeyedWindowOperator(spec, timeline, key)
     operator.load_state(state)

@@ -42,6 +42,8 @@ class OperatorSpec:
     #: A keyed process function (``spark_jobs.process``) instead of windows, with its outputs.
     process: Any = None
     output_names: tuple[str, ...] = ()
+    #: A join: records carry their input (0 left, 1 right) as their only value.
+    two_inputs: bool = False
 
     @property
     def needs_element(self) -> bool:
@@ -316,19 +318,11 @@ class KeyedWindowOperator(TimelineDriver):
         self, window: TimeWindow, state: _Window, timing: str, fire_time: int | None
     ) -> None:
         values, state.contents = self.pane.fire(state.contents, self.key, window, state.pane_count)
-        self.panes.append(
-            Pane(
-                window,
-                state.pane_count,
-                timing,
-                self.watermark,
-                self.clock,
-                fire_time,
-                values,
-                self.seq,
-                self.phase,
-            )
-        )
+        # A join pane emits one row per pair (possibly none); every other pane one row.
+        rows = values if getattr(self.pane, "rows_per_firing", False) else [values]
+        for row in rows:
+            self.panes.append(Pane(window, state.pane_count, timing, self.watermark, self.clock,
+                                   fire_time, row, self.seq, self.phase))
         state.pane_count += 1
 
     def element_timing(self, window: TimeWindow) -> str:

@@ -65,6 +65,13 @@ class ProcessContext:
         self._op = op
         self.timestamp: int | None = None
         self.time_domain: str | None = None
+        #: Which input the current record came from in a two-input pipeline (0 left, 1 right).
+        self.input: int | None = None
+
+    @property
+    def seq(self) -> int:
+        """The replay sequence number of the current record (or of the point a timer fired at)."""
+        return self._op.seq
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -98,20 +105,25 @@ class ProcessContext:
     def side_output(self, tag: str, row: dict[str, Any]) -> None:
         self._op.side(tag, row)
 
+    def mark_late(self) -> None:
+        """Send the current record to ``late_events`` (it was behind the watermark)."""
+        self._op.late.append(LateRecord(self._op.seq, self._op.watermark))
+
 
 class KeyedProcessOperator(TimelineDriver):
     """Drives a :class:`KeyedProcessFunction` for one key over a batch."""
 
     def __init__(self, function: KeyedProcessFunction, output_names: list[str], timeline: Timeline,
-                 key: tuple[Any, ...] = ()):
+                 key: tuple[Any, ...] = (), two_inputs: bool = False):
         super().__init__(timeline, key)
+        self.two_inputs = two_inputs
         self.function = function
         self.output_names = output_names
         self.state: dict[str, Any] = {}
         self.emitted = 0
         self.panes: list[Pane] = []
         self.sides: list[SideOutput] = []
-        self.late: list[LateRecord] = []  # a process function sees every record
+        self.late: list[LateRecord] = []  # only what the function marks late (ctx.mark_late)
         self.leaks: list[str] = []
         self.ctx = ProcessContext(self)
         self._fire_time: int | None = None
@@ -119,6 +131,8 @@ class KeyedProcessOperator(TimelineDriver):
     def process_element(self, seq: int, timestamp: int, values: tuple[Any, ...], element: Any) -> None:
         self.enter_element(seq)
         self.ctx.timestamp, self.ctx.time_domain, self._fire_time = timestamp, None, None
+        # Two-input pipelines carry the input index as the record's only value.
+        self.ctx.input = int(values[0]) if self.two_inputs else None
         self.function.process_element(element, self.ctx)
 
     def on_event_time(self, time: int, namespace: Any) -> None:
@@ -131,6 +145,7 @@ class KeyedProcessOperator(TimelineDriver):
 
     def _on_timer(self, time: int, domain: str) -> None:
         self.ctx.timestamp, self.ctx.time_domain, self._fire_time = time, domain, time
+        self.ctx.input = None
         self.function.on_timer(time, self.ctx)
 
     def emit(self, row: dict[str, Any]) -> None:

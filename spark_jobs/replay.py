@@ -20,8 +20,10 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
@@ -201,20 +203,26 @@ class _Replay:
 
         from .sources import list_archive, read_archive
 
-        files = list_archive(self.spark, self.config.source)
+        sources = self.config.sources()
+        listed = [list_archive(self.spark, source) for source in sources]
         known = self.known_files()
-        check_archive_unchanged(files, known)
-        new = [f for f in files if f.path not in known]
+        check_archive_unchanged([f for files in listed for f in files], known)
+        new_per_input = [[f for f in files if f.path not in known] for files in listed]
+        new = [f for files in new_per_input for f in files]
         if not new:
             return
         ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
         seq_base, batch_base = self.next_positions()
-        records, quarantine = read_archive(self.spark, self.config, new, len(known))
-        source = self.config.source
-        if source.ingest_time:
-            order = ["_ingest_time", "_partition", "_offset", "_file_index", "_line"]
-        else:
-            order = ["_file_index", "_line"]
+        records, quarantine, first_index = None, None, len(known)
+        for number, (source, files) in enumerate(zip(sources, new_per_input, strict=True)):
+            config = self.config if number == 0 else replace(self.config, source=source)
+            part, bad = read_archive(self.spark, config, files, first_index)
+            first_index += len(files)
+            if self.config.join is not None:
+                part = part.withColumn("_input", F.lit(number).cast("long"))
+            records = part if records is None else records.unionByName(part)
+            quarantine = bad if quarantine is None else quarantine.unionByName(bad)
+        records, order = self.replay_order(records)
         ordered = (
             records.orderBy(*order)
             .withColumn("_mid", F.monotonically_increasing_id())
@@ -243,7 +251,7 @@ class _Replay:
             ordered.withColumn("_seq", seq_expr)
             .withColumn("_batch", F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base)
             .withColumn("_ingest", F.lit(ingest_id))
-            .drop("_mid")
+            .drop("_mid", "_running_max")
         )
         self.store.replace_where(staged.sortWithinPartitions("_seq"), "staging", f"_ingest = {ingest_id}")
         crash_point("ingest:staged")
@@ -279,6 +287,32 @@ class _Replay:
             f"[{self.config.name}] ingested {len(new)} files: {accepted + quarantined} records, "
             f"{accepted} accepted, {quarantined} quarantined"
         )
+
+    def replay_order(self, records):
+        """The records (with any helper column) and the columns that sort them into replay order.
+
+        One archive replays in file and line order (or by ingest time, when it has one). Two
+        archives are interleaved by time as a timestamp-synchronising reader would (Kafka
+        Streams' choice): by ingest time when they have one; otherwise always taking the input
+        whose next record is earlier, which keeps each input's own order and equals a sort by
+        each record's running maximum event time within its input.
+        """
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        ingest_time = self.config.source.ingest_time
+        if self.config.join is None:
+            if ingest_time:
+                return records, ["_ingest_time", "_partition", "_offset", "_file_index", "_line"]
+            return records, ["_file_index", "_line"]
+        if ingest_time:
+            return records, ["_ingest_time", "_input", "_partition", "_offset", "_file_index", "_line"]
+        so_far = (
+            Window.partitionBy("_input").orderBy("_file_index", "_line")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        records = records.withColumn("_running_max", F.max("_event_time").over(so_far))
+        return records, ["_running_max", "_input", "_file_index", "_line"]
 
     def maintain(self, batch_id: int) -> None:
         """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule, inside the batch so the
@@ -362,7 +396,10 @@ class _Replay:
             )
         else:
             batch = None
+        inputs = config.input_watermarks()
         timeline_columns = ["_seq", "_event_time", "_ingest_time", "_partition"]
+        if inputs is not None:
+            timeline_columns.append("_input")
         arrow = None
         if batch is not None:
             arrow = batch.select(*timeline_columns).orderBy("_seq").toArrow()
@@ -372,11 +409,15 @@ class _Replay:
         if config.source.ingest_time and arrow is not None:
             ingest = arrow.column("_ingest_time").to_numpy()
         partition = arrow.column("_partition").to_numpy(zero_copy_only=False) if arrow is not None else None
+        if inputs is not None and arrow is not None:
+            # Two inputs: each input's partitions are its own ("left/0", "right/0").
+            names = np.array([f"{name}/" for name in inputs], dtype=object)
+            partition = names[arrow.column("_input").to_numpy()] + partition.astype(str).astype(object)
         timeline, new_watermark = compute_timeline(
-            config.watermark, watermark_state, seq_start, event_time, ingest, partition, finalize
+            config.watermark, watermark_state, seq_start, event_time, ingest, partition, finalize, inputs
         )
         state = self.read_state(last)
-        value_columns = config.value_columns()
+        value_columns = ["_input"] if inputs is not None else config.value_columns()
         record_columns = [*keys, "_seq", "_event_time", *value_columns]
         if self.spec.needs_element:
             record_columns.append("_raw")
@@ -403,8 +444,7 @@ class _Replay:
         writes: list[Callable[[], None]] = []
         pane_rows = out.where(F.col("_kind") == "pane")
         results = self.results_frame(pane_rows, batch_id)
-        keyed_process = config.keyed_process is not None
-        results_table = "process_results" if keyed_process else "window_results"
+        results_table = config.results_table
 
         def traced(name: str, write: Callable[[], None]) -> Callable[[], None]:
             def run() -> None:
@@ -420,7 +460,10 @@ class _Replay:
         latest_through = last.get("latest_through", -1) if last else -1
         if latest_through is None:
             latest_through = -1
-        if not keyed_process and (last_of_run or batch_id - latest_through >= config.latest_every):
+        # (Only windowed aggregates have one newest row per window to keep.)
+        if results_table == "window_results" and (
+            last_of_run or batch_id - latest_through >= config.latest_every
+        ):
             since = results
             if latest_through < batch_id - 1 and store.exists("window_results"):
                 since = store.read("window_results").where(
@@ -511,9 +554,19 @@ class _Replay:
                 F.col("_offset").alias("offset"), F.col("_id").alias("record_id"),
                 F.col("_file").alias("source_file"), F.col("_line").alias("line"),
                 F.col("_raw").alias("raw"), "watermark",
-                F.lit("window_closed").alias("reason"), F.lit(batch_id).cast("long").alias("batch_id"),
+                F.lit(self.late_reason()).alias("reason"), F.lit(batch_id).cast("long").alias("batch_id"),
             )
         )
+
+    def late_reason(self) -> str:
+        join = self.config.join
+        if join is not None and join.type == "interval":
+            from .joins import INTERVAL_LATE_REASON
+
+            return INTERVAL_LATE_REASON
+        from .operator import LATE_REASON
+
+        return LATE_REASON
 
     def read_state(self, last: dict[str, Any] | None):
         version = (last or {}).get("table_versions", {}).get("operator_state") if last else None
@@ -529,7 +582,7 @@ class _Replay:
             from pyspark.sql.types import StructType
 
             return StructType([schema[c] for c in columns])
-        types = {"_seq": "long", "_event_time": "long", "_raw": "string"}
+        types = {"_seq": "long", "_event_time": "long", "_raw": "string", "_input": "long"}
         for key in self.config.key:
             types[key] = "string"
         for column in self.config.value_columns():

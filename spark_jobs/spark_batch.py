@@ -73,7 +73,8 @@ def output_ddl(config: PipelineConfig) -> str:
 def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: Timeline) -> Any:
     """The function Spark runs per key: ``(key, records, state) -> output rows`` as Arrow."""
     key_names = list(config.key)
-    value_columns = [spec_.column for spec_ in config.aggregates]
+    # A join's records carry their input (0 left, 1 right) as their only value.
+    value_columns = ["_input"] if config.join is not None else [spec_.column for spec_ in config.aggregates]
     columns = output_columns(config)
     schema = pa.schema([(name, arrow_type(kind)) for name, kind in columns])
     needs_element = spec.needs_element

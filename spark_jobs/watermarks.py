@@ -134,11 +134,17 @@ def compute_timeline(
     clock_source: np.ndarray | None,
     partition: np.ndarray | None,
     finalize: bool = False,
+    inputs: dict[str, WatermarkConfig] | None = None,
 ) -> tuple[Timeline, WatermarkState]:
     """Compute one batch's timeline from its records (in replay order) and the carried state.
 
     ``clock_source`` is the ingest time per record (None: the clock follows event time);
     ``partition`` the partition name per record (None: one partition).
+
+    ``inputs`` (two-input pipelines) maps each input's name to its own out-of-orderness and
+    idle timeout; partitions are then named ``input/partition``. Each input's watermark is the
+    minimum over its active partitions, and the combined one the minimum over the inputs, where
+    an input that has not sent a record yet holds it at the minimum (as in Flink).
     """
     n = len(event_time)
     event_time = np.asarray(event_time, dtype=np.int64)
@@ -163,7 +169,20 @@ def compute_timeline(
     )
     candidate = np.empty(n, dtype=np.int64)
     chunk = max(1, _CHUNK_CELLS // max(1, len(names)))
-    delay = config.max_out_of_orderness + 1
+    if inputs is None:
+        groups: list[np.ndarray] = []
+        delay: Any = config.max_out_of_orderness + 1
+        idle: Any = config.idle_timeout
+    else:
+        group_of = [name.partition("/")[0] for name in names]
+        unknown = sorted(set(group_of) - set(inputs))
+        if unknown:
+            raise ValueError(f"partition of an unknown input: {unknown[0]!r}")
+        groups = [
+            np.array([i for i, g in enumerate(group_of) if g == name], dtype=np.int64) for name in inputs
+        ]
+        delay = np.array([inputs[g].max_out_of_orderness + 1 for g in group_of], dtype=np.int64)[None, :]
+        idle = np.array([inputs[g].idle_timeout or MAX_TIMESTAMP for g in group_of], dtype=np.int64)[None, :]
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
         ts, cl, cd = event_time[lo:hi], clock[lo:hi], codes[lo:hi]
@@ -172,11 +191,23 @@ def compute_timeline(
         seen_ts = np.maximum(seen_ts, max_ts[None, :])
         seen_clock = np.maximum.accumulate(np.where(own, cl[:, None], MIN_TIMESTAMP), axis=0)
         seen_clock = np.maximum(seen_clock, last_clock[None, :])
-        active = seen_clock != MIN_TIMESTAMP
-        if config.idle_timeout is not None:
-            active &= (cl[:, None] - seen_clock) < config.idle_timeout
+        seen = seen_clock != MIN_TIMESTAMP
+        active = seen
+        if idle is not None:
+            active = seen & ((cl[:, None] - seen_clock) < idle)
         part_wm = np.where(seen_ts == MIN_TIMESTAMP, MIN_TIMESTAMP, seen_ts - delay)
-        candidate[lo:hi] = np.where(active, part_wm, MAX_TIMESTAMP).min(axis=1)
+        masked = np.where(active, part_wm, MAX_TIMESTAMP)
+        if inputs is None:
+            candidate[lo:hi] = masked.min(axis=1)
+        else:
+            combined = np.full(hi - lo, MAX_TIMESTAMP, dtype=np.int64)
+            for columns in groups:
+                if not len(columns):
+                    combined[:] = MIN_TIMESTAMP  # an input with no record yet
+                    continue
+                own_wm = masked[:, columns].min(axis=1)
+                combined = np.minimum(combined, np.where(seen[:, columns].any(axis=1), own_wm, MIN_TIMESTAMP))
+            candidate[lo:hi] = combined
         max_ts, last_clock = seen_ts[-1], seen_clock[-1]
     if config.emit == "per_record":
         emit = np.ones(n, dtype=bool)

@@ -18,6 +18,7 @@ from ..config import PipelineConfig
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
 BATCH_TABLES = (
     "window_results", "window_latest", "late_events", "operator_state", "process_results", "side_outputs",
+    "join_results",
 )
 TABLES = (
     "window_results",
@@ -30,6 +31,7 @@ TABLES = (
     "staging",
     "process_results",
     "side_outputs",
+    "join_results",
 )
 
 

@@ -26,6 +26,7 @@ class Record:
     ingest_time: int | None = None
     partition: str = "0"
     fields: dict[str, Any] | None = None
+    input: int = 0  # two-input pipelines: 0 left, 1 right
 
 
 @dataclass
@@ -47,14 +48,21 @@ class MemoryReplay:
         ingest = None
         if self.config.source.ingest_time:
             ingest = np.array([r.ingest_time for r in records], dtype=np.int64)
+        inputs = self.config.input_watermarks()
+        if inputs is None:
+            partitions = [r.partition for r in records]
+        else:
+            names = list(inputs)
+            partitions = [f"{names[r.input]}/{r.partition}" for r in records]
         timeline, self.watermark = compute_timeline(
             self.config.watermark,
             self.watermark,
             seq_start,
             np.array([r.event_time for r in records], dtype=np.int64),
             ingest,
-            np.array([r.partition for r in records], dtype=object),
+            np.array(partitions, dtype=object),
             finalize=finalize,
+            inputs=inputs,
         )
         by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for i, record in enumerate(records):
@@ -68,7 +76,7 @@ class MemoryReplay:
                 self.state.get(key, []),
                 [seq_start + i for i in rows],
                 [records[i].event_time for i in rows],
-                [records[i].values for i in rows],
+                [(records[i].input,) if inputs else records[i].values for i in rows],
                 [records[i].fields for i in rows] if needs_element else None,
                 key,
             )
