@@ -116,6 +116,11 @@ class Reconciliation:
 
 
 def not_applicable_reason(config: PipelineConfig) -> str | None:
+    if config.join is not None:
+        return (f"{config.join.type} join: a record joins zero or many partners, so join_results "
+                "count pairs, not records")
+    if config.keyed_process is not None:
+        return "keyed process function: its rows are whatever the function emits, not record counts"
     window, trigger = config.window, config.trigger
     base = trigger.nested if trigger.kind == "purging" else trigger
     if window.kind not in ("tumbling", "sliding"):
