@@ -42,7 +42,7 @@ def resume_after_crash(spark, tmp_path, archive, crash_at: str) -> dict:
 FAST_KILL_POINTS = ["batch:2:state", "batch:3:before-commit"]
 SLOW_KILL_POINTS = [
     "ingest:staged", "ingest:quarantined", "batch:0:state", "batch:1:results", "batch:2:latest",
-    "batch:4:late", "batch:5:committed", "batch:7:results", "batch:8:latest", "batch:8:state",
+    "batch:3:late", "batch:5:committed", "batch:7:results", "batch:8:latest", "batch:8:state",
 ]
 
 
