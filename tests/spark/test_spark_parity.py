@@ -127,7 +127,12 @@ def test_keyed_process_function_through_the_cli(spark, tmp_path, batch_size):
     memory = MemoryReplay(loaded, operator_spec(loaded))
     memory.run([Record((r["user"],), r["ts"], (), r["ingest_ts"], str(r["partition"]), fields=r)
                 for r in rows_in], batch_size=len(rows_in))
-    expected = sorted((k[0], *p.values, p.fire_time, p.watermark) for k, p in memory.panes)
+    names = [name for name, _ in loaded.outputs()]  # the config's order (YAML may sort it)
+    expected = sorted(
+        (k[0], *[dict(zip(names, p.values, strict=True))[n] for n in ("kind", "last_seen", "events")],
+         p.fire_time, p.watermark)
+        for k, p in memory.panes
+    )
     expected_sides = sorted((k[0], s.tag, json.loads(s.payload)["event_id"]) for k, s in memory.sides)
     assert got == expected and len(got) > 3
     assert got_sides == expected_sides and got_sides
