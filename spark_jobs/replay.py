@@ -216,7 +216,8 @@ class _Replay:
         records, quarantine, first_index = None, None, len(known)
         for number, (source, files) in enumerate(zip(sources, new_per_input, strict=True)):
             config = self.config if number == 0 else replace(self.config, source=source)
-            part, bad = read_archive(self.spark, config, files, first_index)
+            # Cached: the sort's sampling, the sort and the quarantine write all use the parse.
+            part, bad = read_archive(self.spark, config, files, first_index, persist=True)
             first_index += len(files)
             if self.config.join is not None:
                 part = part.withColumn("_input", F.lit(number).cast("long"))
@@ -259,8 +260,8 @@ class _Replay:
         self.store.replace_where(bad, "quarantine", f"ingest_id = {ingest_id}")
         per_file_records = dict(ordered.groupBy("_file").count().collect())
         per_file_bad = dict(bad.groupBy("source_file").count().collect())
-        ordered.unpersist()
-        bad.unpersist()
+        # Drops the parsed archive too (nothing else is cached while a run ingests).
+        self.spark.catalog.clearCache()
         quarantined = sum(per_file_bad.values())
         rows = [
             (f.path, f.size, f.modified_ms, len(known) + i, ingest_id,

@@ -137,18 +137,22 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
 
 # ---- reading -------------------------------------------------------------------------------------
 def read_archive(
-    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], first_file_index: int = 0
+    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], first_file_index: int = 0,
+    persist: bool = False,
 ) -> tuple[DataFrame, DataFrame]:
     """``(records, quarantine)`` for ``files``; ``_file_index`` is ``first_file_index`` + position.
 
     Lazy: nothing is read until an action runs (Parquet footers excepted, see ``_read_parquet``).
+    ``persist`` caches the parsed and checked rows both come from, so that the archive is read
+    and parsed once however many actions use them (the caller drops the cache when done, e.g.
+    with ``spark.catalog.clearCache()``).
     """
     indexes = {f.path: first_file_index + number for number, f in enumerate(files)}
     if not files:
         return _empty(spark, config)
     if config.source.format == "parquet":
-        return _read_parquet(spark, config, files, indexes)
-    return _read_jsonl(spark, config, files, indexes)
+        return _read_parquet(spark, config, files, indexes, persist)
+    return _read_jsonl(spark, config, files, indexes, persist)
 
 
 def _empty(spark: SparkSession, config: PipelineConfig) -> tuple[DataFrame, DataFrame]:
@@ -184,7 +188,8 @@ def _needed_fields(config: PipelineConfig) -> list[str]:
 
 # ---- JSON Lines ----------------------------------------------------------------------------------
 def _read_jsonl(
-    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int]
+    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int],
+    persist: bool = False,
 ) -> tuple[DataFrame, DataFrame]:
     lines = (
         spark.read.format("binaryFile")
@@ -223,7 +228,7 @@ def _read_jsonl(
         *[obj.getField(name).alias(f"_text{i}") for i, name in enumerate(fields)],
     )
     texts = {name: F.col(f"_text{i}") for i, name in enumerate(fields)}
-    return _validate(extracted, config, texts, {}, F.col("_structure"))
+    return _validate(extracted, config, texts, {}, F.col("_structure"), persist)
 
 
 class _LineSplitter:
@@ -450,7 +455,8 @@ def _gunzip(data: memoryview, lines: _FileLines) -> Iterator[bytes]:
 
 # ---- Parquet -------------------------------------------------------------------------------------
 def _read_parquet(
-    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int]
+    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int],
+    persist: bool = False,
 ) -> tuple[DataFrame, DataFrame]:
     """Parquet rows through the same validation; an unreadable file becomes one quarantine row.
 
@@ -517,7 +523,7 @@ def _read_parquet(
             texts[name] = F.to_json(column)
         else:
             texts[name] = column.cast("string")
-    records, quarantine = _validate(rows, config, texts, event_ms, None)
+    records, quarantine = _validate(rows, config, texts, event_ms, None, persist)
     return records, quarantine.unionByName(broken_df)
 
 
@@ -557,6 +563,7 @@ def _validate(
     texts: dict[str, Column],
     parsed_ms: dict[str, Column],
     structure: Column | None,
+    persist: bool = False,
 ) -> tuple[DataFrame, DataFrame]:
     """Type and check the fields; every row gets exactly one outcome.
 
@@ -623,6 +630,10 @@ def _validate(
         *[texts[k].alias(k) for k in config.key],
         *[typed[c].alias(c) for c in config.value_columns()],
     )
+    if persist:
+        from pyspark import StorageLevel
+
+        checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
     records = checked.where(F.col("_outcome").isNull()).select(
         F.col("_file"), F.col("_file_index").cast("int"), F.col("_line").cast("bigint"),
         "_event_time", "_ingest_time", "_partition", "_offset", "_id", "_raw",
