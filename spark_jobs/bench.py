@@ -1141,7 +1141,7 @@ def plot(report: dict[str, Any], paths: list[Path]) -> None:
                        label="plain batch (lower bound)")
         ax.set_xticks(range(len(sizes)))
         ax.set_xticklabels([f"{-(-events // s)} batches\n({s:,})" for s in sizes])
-        ax.set_ylabel("events/s (wall incl. ingest; shared, loaded machine)")
+        ax.set_ylabel("events/s (wall, ingest included)")
         ax.set_title(f"tumbling, {events:,} events")
         ax.legend()
     # (b) per-batch time vs batch number (flat test)
