@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .functions import Evictor
+from .aggregates import Aggregation
+from .functions import BufferedPane, Evictor
 from .process import KeyedProcessFunction, ProcessContext
 from .windows.base import TimeWindow
 
@@ -73,30 +74,20 @@ class _Rows:
         return [result.get(name) for name in self.output_names]
 
 
-class WindowJoinPane:
+class WindowJoinPane(BufferedPane):
     """The pane function of a window join: both inputs' records, joined at each firing.
 
-    Contents are ``[seq, timestamp, [input], element]`` entries in arrival order (the layout
-    evictors work on, so an evictor sees the union of both inputs, as in Flink's co-group).
+    It buffers like any buffered pane: ``[seq, timestamp, [input], element]`` entries in arrival
+    order, the layout evictors work on, so an evictor sees the union of both inputs, as in
+    Flink's co-group. Only the firing differs.
     """
 
-    needs_element = True
     #: ``fire`` returns a list of rows (one per pair), not one row.
     rows_per_firing = True
 
     def __init__(self, evictor: Evictor | None, function: JoinFunction | None, output_names: list[str]):
-        self.evictor = evictor
+        super().__init__(Aggregation([]), evictor, None, output_names)
         self.rows = _Rows(function, output_names)
-
-    def create(self) -> list:
-        return []
-
-    def add(self, contents: list, seq: int, timestamp: int, values: tuple, element: Any) -> list:
-        contents.append([seq, timestamp, [values[0]], element])
-        return contents
-
-    def merge(self, a: list, b: list) -> list:
-        return sorted(a + b, key=lambda entry: entry[0])
 
     def fire(self, contents: list, key: tuple, window: TimeWindow, pane_index: int) -> tuple[list, Any]:
         evictor = self.evictor
@@ -109,12 +100,6 @@ class WindowJoinPane:
         if evictor is not None and evictor.after:
             contents = evictor.evict(contents)
         return rows, (contents or None)
-
-    def to_json(self, contents: list) -> list:
-        return contents
-
-    def from_json(self, data: list) -> list:
-        return [list(entry) for entry in data]
 
 
 class IntervalJoin(KeyedProcessFunction):
