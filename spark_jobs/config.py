@@ -123,6 +123,9 @@ class PipelineConfig:
     aggregates: tuple[AggregateSpec, ...]
     batch_max_records: int
     output_path: str
+    #: Consecutive micro-batches run as one Spark pass (one Delta commit per table) up to this
+    #: many records; results are those of the micro-batches, only the restart point is coarser.
+    pass_max_records: int = 1_000_000
     latest_every: int = 10
     evictor: Any = None
     aggregate_function: UserFunction | None = None
@@ -304,6 +307,12 @@ class _Parser:
         max_records = batch.get("max_records", 100_000)
         if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
             raise self.fail("batch.max_records", "must be a whole number >= 1")
+        pass_max_records = batch.get("pass_max_records", 1_000_000)
+        if type(pass_max_records) is not int or pass_max_records < 1:
+            raise self.fail("batch.pass_max_records", "must be a whole number >= 1")
+        unknown = sorted(set(batch) - {"max_records", "pass_max_records"})
+        if unknown:
+            raise self.fail(f"batch.{unknown[0]}", "unknown setting")
         output = self.mapping(data, "output", required=True)
         output_path = output.get("path")
         if not isinstance(output_path, str) or not output_path:
@@ -325,6 +334,7 @@ class _Parser:
             late_output=late_output,
             aggregates=tuple(aggregates),
             batch_max_records=max_records,
+            pass_max_records=pass_max_records,
             output_path=resolve_path(output_path),
             latest_every=latest_every,
             evictor=evictor,

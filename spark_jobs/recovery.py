@@ -5,8 +5,9 @@
 * **Recover**: a batch that did not write its ``replay_log`` row never happened: every output
   table is put back with Delta RESTORE to the version the last committed batch recorded (or
   dropped, if that batch predates the table). The batch then simply runs again.
-* **Reprocess**: rewind state and outputs to just before the first batch that holds a record of
-  the range, then replay forward from the staged input; the result equals a clean replay.
+* **Reprocess**: rewind state and outputs to just before the pass that committed the first batch
+  holding a record of the range, then replay forward from the staged input; the result equals
+  a clean replay.
 """
 
 from __future__ import annotations
@@ -106,6 +107,17 @@ def recover(store: DeltaStore, last: dict[str, Any] | None) -> list[str]:
     return repaired
 
 
+def pass_start(log: list[dict[str, Any]], batch_id: int) -> int:
+    """The first batch of the pass that committed ``batch_id``: a rewind can only go back to a
+    pass boundary, since the batches of a pass share one version of every table. (A pass always
+    rewrites ``operator_state``, so different passes never record the same versions.)"""
+    by_id = {row["batch_id"]: row for row in log}
+    versions = by_id[batch_id]["table_versions"]
+    while batch_id - 1 in by_id and by_id[batch_id - 1]["table_versions"] == versions:
+        batch_id -= 1
+    return batch_id
+
+
 def reset(config: PipelineConfig, spark: Any = None) -> list[str]:
     """Delete every table of the pipeline: the next run starts from the beginning."""
     from .session import get_spark
@@ -154,6 +166,7 @@ def reprocess(
         )
         if first is None or first > log[-1]["batch_id"]:
             return None  # nothing replayed in that range yet: a normal run will do it
+        first = pass_start(log, first)
         was_finalized = bool(log[-1]["finalize"])
         before = [row for row in log if row["batch_id"] < first]
         recover(store, before[-1] if before else None)

@@ -30,7 +30,7 @@ from .durations import MIN_TIMESTAMP
 from .keyed import operator_spec
 from .spark_batch import STATE_COLUMNS, make_cogroup_function, output_ddl, sql_type
 from .state.delta import BATCH_TABLES, DeltaStore
-from .watermarks import WatermarkState, compute_timeline
+from .watermarks import Timeline, WatermarkState, compute_timeline
 
 Progress = Callable[[str], None]
 
@@ -42,7 +42,45 @@ class BatchSummary:
     panes: dict[str, int]
     late: int
     watermark: int
+    #: The batch's share of its pass's wall time (a pass runs several batches at once).
     seconds: float
+
+
+@dataclass
+class PassSummary:
+    """Consecutive micro-batches run as one Spark pass and committed together."""
+
+    first_batch: int
+    last_batch: int
+    records: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class PendingBatch:
+    batch_id: int
+    seq_start: int
+    seq_end: int
+    finalize: bool = False
+
+    @property
+    def records(self) -> int:
+        return self.seq_end - self.seq_start
+
+
+def plan_passes(batches: list[PendingBatch], max_records: int) -> list[list[PendingBatch]]:
+    """Cut consecutive batches into passes of at most ``max_records`` records (at least one
+    batch each; the finalize batch, which has none, joins the last)."""
+    passes: list[list[PendingBatch]] = []
+    records = 0
+    for batch in batches:
+        if passes and records + batch.records <= max_records:
+            passes[-1].append(batch)
+            records += batch.records
+        else:
+            passes.append([batch])
+            records = batch.records
+    return passes
 
 
 @dataclass
@@ -54,6 +92,7 @@ class RunSummary:
     records_accepted: int = 0
     records_quarantined: int = 0
     batches: list[BatchSummary] = field(default_factory=list)
+    passes: list[PassSummary] = field(default_factory=list)
     finalized: bool = False
     watermark: int = MIN_TIMESTAMP
     seconds: float = 0.0
@@ -135,6 +174,19 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+class _StepClock:
+    """Seconds spent in each named step since the previous one (``REPLAY_PROFILE`` output)."""
+
+    def __init__(self) -> None:
+        self.mark = time.time()
+        self.steps: dict[str, float] = {}
+
+    def step(self, name: str) -> None:
+        now = time.time()
+        self.steps[name] = now - self.mark
+        self.mark = now
+
+
 class _Replay:
     def __init__(self, spark: Any, config: PipelineConfig, batch_size: int, progress: Progress):
         self.spark = spark
@@ -171,29 +223,41 @@ class _Replay:
             cut = next((i for i, batch in enumerate(pending) if batch[3] >= until_ms), len(pending))
             finalize = finalize and cut == len(pending)
             pending = ready[:cut]
-        pending = [batch[:3] for batch in pending]
-        total = len(pending) + (1 if finalize and not (last and last["finalize"]) else 0)
-        for number, (batch_id, seq_start, seq_end) in enumerate(pending, 1):
-            final = number == total
-            last = self.run_batch(batch_id, seq_start, seq_end, last, False, final, summary)
-            self.report(number, total, summary.batches[-1])
+        batches = [PendingBatch(*batch[:3]) for batch in pending]
         if finalize and not (last and last["finalize"]):
-            batch_id = (last["batch_id"] + 1) if last else 0
-            seq = last["seq_end"] if last else 0
-            last = self.run_batch(batch_id, seq, seq, last, True, True, summary)
-            self.report(total, total, summary.batches[-1])
+            previous = batches[-1] if batches else None
+            batch_id = previous.batch_id + 1 if previous else ((last["batch_id"] + 1) if last else 0)
+            seq = previous.seq_end if previous else (last["seq_end"] if last else 0)
+            batches.append(PendingBatch(batch_id, seq, seq, finalize=True))
+        passes = plan_passes(batches, max(self.config.pass_max_records, self.batch_size))
+        done = 0
+        for number, group in enumerate(passes, 1):
+            last = self.run_pass(group, last, number == len(passes), summary)
+            done += len(group)
+            self.report(done, len(batches), summary)
         summary.finalized = bool(last and last["finalize"])
         summary.watermark = last["watermark_after"] if last else MIN_TIMESTAMP
         summary.seconds = time.time() - started
         return summary
 
-    def report(self, number: int, total: int, batch: BatchSummary) -> None:
-        rate = batch.records / batch.seconds if batch.seconds else 0.0
-        panes = ", ".join(f"{k} {v}" for k, v in sorted(batch.panes.items())) or "no panes"
+    def report(self, done: int, total: int, summary: RunSummary) -> None:
+        run = summary.passes[-1]
+        batches = summary.batches[-(run.last_batch - run.first_batch + 1):]
+        panes: dict[str, int] = {}
+        for batch in batches:
+            for timing, count in batch.panes.items():
+                panes[timing] = panes.get(timing, 0) + count
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(panes.items())) or "no panes"
+        late = sum(batch.late for batch in batches)
+        rate = run.records / run.seconds if run.seconds else 0.0
+        if len(batches) == 1:
+            which = f"batch {done}/{total} (id {run.first_batch})"
+        else:
+            which = (f"batches {done - len(batches) + 1}-{done}/{total} "
+                     f"(ids {run.first_batch}-{run.last_batch})")
         self.progress(
-            f"[{self.config.name}] batch {number}/{total} (id {batch.batch_id}): "
-            f"{batch.records} records, {panes}, {batch.late} late, "
-            f"{batch.seconds:.2f}s, {rate:,.0f} events/s"
+            f"[{self.config.name}] {which}: {run.records} records, {shown}, {late} late, "
+            f"{run.seconds:.2f}s, {rate:,.0f} events/s"
         )
 
     # ---- ingest ---------------------------------------------------------------------------------
@@ -211,6 +275,7 @@ class _Replay:
         new = [f for files in new_per_input for f in files]
         if not new:
             return
+        clock = _StepClock()
         ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
         seq_base, batch_base = self.next_positions()
         records, quarantine, first_index = None, None, len(known)
@@ -223,6 +288,7 @@ class _Replay:
                 part = part.withColumn("_input", F.lit(number).cast("long"))
             records = part if records is None else records.unionByName(part)
             quarantine = bad if quarantine is None else quarantine.unionByName(bad)
+        clock.step("listed")
         records, order = self.replay_order(records)
         ordered = (
             records.orderBy(*order)
@@ -236,6 +302,7 @@ class _Replay:
             .orderBy("pid")
             .collect()
         )
+        clock.step("sorted")
         offset_of, running = {}, seq_base
         for row in chunks:
             offset_of[row["pid"]] = (running, row["first"])
@@ -255,9 +322,11 @@ class _Replay:
             .drop("_mid", "_running_max")
         )
         self.store.replace_where(staged.sortWithinPartitions("_seq"), "staging", f"_ingest = {ingest_id}")
+        clock.step("staged")
         crash_point("ingest:staged")
         bad = quarantine.withColumn("ingest_id", F.lit(ingest_id).cast("long")).persist()
         self.store.replace_where(bad, "quarantine", f"ingest_id = {ingest_id}")
+        clock.step("quarantined")
         per_file_records = dict(ordered.groupBy("_file").count().collect())
         per_file_bad = dict(bad.groupBy("source_file").count().collect())
         # Drops the parsed archive too (nothing else is cached while a run ingests).
@@ -280,6 +349,8 @@ class _Replay:
         self.store.replace_where(
             self.spark.createDataFrame(rows, schema), "source_files", f"ingest_id = {ingest_id}"
         )
+        clock.step("logged")
+        self.profile("ingest steps", clock.steps)
         summary.files_ingested += len(new)
         summary.records_accepted += accepted
         summary.records_quarantined += quarantined
@@ -288,6 +359,10 @@ class _Replay:
             f"[{self.config.name}] ingested {len(new)} files: {accepted + quarantined} records, "
             f"{accepted} accepted, {quarantined} quarantined"
         )
+
+    def profile(self, label: str, steps: dict[str, float]) -> None:
+        if os.environ.get("REPLAY_PROFILE"):
+            self.progress(f"  {label}: " + ", ".join(f"{k} {v:.2f}s" for k, v in steps.items()))
 
     def replay_order(self, records):
         """The records (with any helper column) and the columns that sort them into replay order.
@@ -315,11 +390,14 @@ class _Replay:
         records = records.withColumn("_running_max", F.max("_event_time").over(so_far))
         return records, ["_running_max", "_input", "_file_index", "_line"]
 
-    def maintain(self, batch_id: int) -> None:
-        """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule, inside the batch so the
-        versions its commit row records include the maintenance commits."""
+    def maintain(self, batch_ids: list[int]) -> None:
+        """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule (every N batches), inside
+        the pass so the versions its commit rows record include the maintenance commits."""
         maintenance = self.config.maintenance
-        due = lambda every: every and (batch_id + 1) % every == 0  # noqa: E731
+
+        def due(every: int) -> bool:
+            return bool(every) and any((batch_id + 1) % every == 0 for batch_id in batch_ids)
+
         if due(maintenance.optimize_every):
             for table in ("window_results", "late_events", "operator_state", "replay_log", "window_latest"):
                 if self.store.exists(table):
@@ -373,39 +451,43 @@ class _Replay:
             batches.append((row["_batch"], row["lo"], row["hi"] + 1, running))
         return batches
 
-    # ---- one micro-batch ---------------------------------------------------------------------------
-    def run_batch(
+    # ---- one pass: consecutive micro-batches -----------------------------------------------------
+    def run_pass(
         self,
-        batch_id: int,
-        seq_start: int,
-        seq_end: int,
+        batches: list[PendingBatch],
         last: dict[str, Any] | None,
-        finalize: bool,
         last_of_run: bool,
         summary: RunSummary,
     ) -> dict[str, Any]:
+        """Run consecutive micro-batches in one Spark pass and commit them together.
+
+        Each batch gets its own timeline (so per-batch watermarks stay per batch); the operator
+        runs every key once over the joined timelines, and each output row carries the batch it
+        belongs to. One write per table, then the batches' ``replay_log`` rows in one append:
+        either all of them are committed or none.
+        """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         started = time.time()
         config, store = self.config, self.store
         keys = list(config.key)
-        watermark_state = WatermarkState.from_json(last["watermark_state"] if last else None)
+        first, final = batches[0], batches[-1]
+        seq_start, seq_end = first.seq_start, final.seq_end
+        ids = [batch.batch_id for batch in batches]
         if seq_end > seq_start:
-            batch = store.read("staging").where(
-                (F.col("_seq") >= seq_start) & (F.col("_seq") < seq_end)
-            )
+            staged = store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < seq_end))
         else:
-            batch = None
+            staged = None
         inputs = config.input_watermarks()
         timeline_columns = ["_seq", "_event_time", "_ingest_time", "_partition"]
         if inputs is not None:
             timeline_columns.append("_input")
         arrow = None
-        if batch is not None:
-            arrow = batch.select(*timeline_columns).orderBy("_seq").toArrow()
+        if staged is not None:
+            arrow = staged.select(*timeline_columns).orderBy("_seq").toArrow()
         steps = {"timeline_read": time.time() - started}
-        event_time = arrow.column("_event_time").to_numpy() if arrow is not None else []
+        event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
         ingest = None
         if config.source.ingest_time and arrow is not None:
             ingest = arrow.column("_ingest_time").to_numpy()
@@ -414,19 +496,30 @@ class _Replay:
             # Two inputs: each input's partitions are its own ("left/0", "right/0").
             names = np.array([f"{name}/" for name in inputs], dtype=object)
             partition = names[arrow.column("_input").to_numpy()] + partition.astype(str).astype(object)
-        timeline, new_watermark = compute_timeline(
-            config.watermark, watermark_state, seq_start, event_time, ingest, partition, finalize, inputs
-        )
+        watermark_state = WatermarkState.from_json(last["watermark_state"] if last else None)
+        timelines, states = [], []
+        for batch in batches:
+            lo, hi = batch.seq_start - seq_start, batch.seq_end - seq_start
+            timeline, watermark_state = compute_timeline(
+                config.watermark, watermark_state, batch.seq_start, event_time[lo:hi],
+                None if ingest is None else ingest[lo:hi],
+                None if partition is None else partition[lo:hi],
+                batch.finalize, inputs,
+            )
+            timelines.append(timeline)
+            states.append(watermark_state)
         state = self.read_state(last)
         value_columns = ["_input"] if inputs is not None else config.value_columns()
         record_columns = [*keys, "_seq", "_event_time", *value_columns]
         if self.spec.needs_element:
             record_columns.append("_raw")
-        if batch is not None:
-            records = batch.select(*record_columns)
+        if staged is not None:
+            records = staged.select(*record_columns)
         else:
             records = self.spark.createDataFrame([], self.staging_schema(record_columns))
-        function = make_cogroup_function(config, self.spec, timeline)
+        function = make_cogroup_function(
+            config, self.spec, Timeline.concat(timelines), [(b.seq_start, b.batch_id) for b in batches]
+        )
         out = (
             records.groupBy(*keys)
             .cogroup(state.groupBy(*keys))
@@ -435,60 +528,65 @@ class _Replay:
         )
         mark = time.time()
         counts = {
-            (row["_kind"], row["timing"]): row["n"]
-            for row in out.groupBy("_kind", "timing").agg(F.count("*").alias("n")).collect()
+            (row["_kind"], row["timing"], row["_batch"]): row["n"]
+            for row in out.groupBy("_kind", "timing", "_batch").agg(F.count("*").alias("n")).collect()
         }
         steps["operator"] = time.time() - mark
-        panes = {timing: n for (kind, timing), n in counts.items() if kind == "pane"}
-        late_count = counts.get(("late", None), 0)
-
-        writes: list[Callable[[], None]] = []
-        pane_rows = out.where(F.col("_kind") == "pane")
-        results = self.results_frame(pane_rows, batch_id)
-        results_table = config.results_table
+        panes = {batch_id: {} for batch_id in ids}
+        late_counts = dict.fromkeys(ids, 0)
+        kinds: set[str] = set()
+        for (kind, timing, batch_id), n in counts.items():
+            kinds.add(kind)
+            if kind == "pane":
+                panes[batch_id][timing] = n
+            elif kind == "late":
+                late_counts[batch_id] = n
 
         def traced(name: str, write: Callable[[], None]) -> Callable[[], None]:
             def run() -> None:
                 write()
-                crash_point(f"batch:{batch_id}:{name}")
+                for batch_id in ids:
+                    crash_point(f"batch:{batch_id}:{name}")
 
             return run
 
-        if panes:
-            writes.append(traced("results", lambda: store.append_batch(results, results_table, batch_id)))
+        tag = final.batch_id  # commits are tagged with the pass's last batch
+        writes: list[Callable[[], None]] = []
+        results = self.results_frame(out.where(F.col("_kind") == "pane"))
+        results_table = config.results_table
+        if "pane" in kinds:
+            writes.append(traced("results", lambda: store.append_batch(results, results_table, tag)))
         # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
         # the panes of every batch since the previous MERGE.
-        latest_through = last.get("latest_through", -1) if last else -1
-        if latest_through is None:
-            latest_through = -1
-        # (Only windowed aggregates have one newest row per window to keep.)
-        if results_table == "window_results" and (
-            last_of_run or batch_id - latest_through >= config.latest_every
-        ):
+        latest_before = (last or {}).get("latest_through")
+        latest_before = -1 if latest_before is None else latest_before
+        merged = results_table == "window_results" and (
+            last_of_run or final.batch_id - latest_before >= config.latest_every
+        )
+        if merged:
             since = results
-            if latest_through < batch_id - 1 and store.exists("window_results"):
+            if latest_before < first.batch_id - 1 and store.exists("window_results"):
                 since = store.read("window_results").where(
-                    (F.col("batch_id") > latest_through) & (F.col("batch_id") < batch_id)
+                    (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
                 ).unionByName(results)
             latest = self.latest_frame(since)
-            writes.append(traced("latest", lambda: store.merge_latest_panes(latest, keys, batch_id)))
-            latest_through = batch_id
-        if late_count and config.late_output == "side_output":
-            late = self.late_frame(out, batch, batch_id)
-            writes.append(traced("late", lambda: store.append_batch(late, "late_events", batch_id)))
+            writes.append(traced("latest", lambda: store.merge_latest_panes(latest, keys, tag)))
+        if "late" in kinds and config.late_output == "side_output":
+            late = self.late_frame(out, staged)
+            writes.append(traced("late", lambda: store.append_batch(late, "late_events", tag)))
         new_state = out.where(F.col("_kind") == "state").select(
-            *keys, *[name for name, _ in STATE_COLUMNS], F.lit(batch_id).cast("long").alias("batch_id")
+            *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
         )
-        writes.append(traced("state", lambda: store.overwrite_batch(new_state, "operator_state", batch_id)))
-        if counts.get(("side", None)):
+        writes.append(traced("state", lambda: store.overwrite_batch(new_state, "operator_state", tag)))
+        if "side" in kinds:
             sides = out.where(F.col("_kind") == "side").select(
                 *keys, F.col("detail").alias("tag"), F.col("contents").alias("payload"), "watermark",
                 "replay_clock", "emit_seq", F.col("emit_step").cast("int").alias("emit_step"),
-                F.lit(batch_id).cast("long").alias("batch_id"),
+                F.col("_batch").alias("batch_id"),
             )
-            writes.append(traced("side", lambda: store.append_batch(sides, "side_outputs", batch_id)))
+            writes.append(traced("side", lambda: store.append_batch(sides, "side_outputs", tag)))
         leaks = []
-        if counts.get(("leak", None)):
+        if "leak" in kinds:
             leaks = [row["detail"] for row in out.where(F.col("_kind") == "leak").select("detail").collect()]
         for leak in leaks:
             self.progress(f"[{config.name}] WARNING state leak: {leak}")
@@ -497,65 +595,75 @@ class _Replay:
         for future in [self.pool.submit(write) for write in writes]:
             future.result()
         out.unpersist()
-        self.maintain(batch_id)
+        self.maintain(ids)
         steps["writes"] = time.time() - mark
         versions = {
             table: version
             for table in BATCH_TABLES
             if (version := store.version(table)) is not None
         }
-        entry = {
-            "batch_id": batch_id,
-            "seq_start": seq_start,
-            "seq_end": seq_end,
-            "records": seq_end - seq_start,
-            "finalize": finalize,
-            "watermark_before": timeline.start_watermark,
-            "watermark_after": new_watermark.watermark,
-            "clock_after": new_watermark.clock,
-            "watermark_state": new_watermark.to_json(),
-            "panes": sum(panes.values()),
-            "late": late_count,
-            "leaks": len(leaks),
-            "latest_through": latest_through,
-            "table_versions": versions,
-        }
+        entries = []
+        for batch, timeline, after in zip(batches, timelines, states, strict=True):
+            entries.append({
+                "batch_id": batch.batch_id,
+                "seq_start": batch.seq_start,
+                "seq_end": batch.seq_end,
+                "records": batch.records,
+                "finalize": batch.finalize,
+                "watermark_before": timeline.start_watermark,
+                "watermark_after": after.watermark,
+                "clock_after": after.clock,
+                "watermark_state": after.to_json(),
+                "panes": sum(panes[batch.batch_id].values()),
+                "late": late_counts[batch.batch_id],
+                "leaks": len(leaks) if batch is final else 0,
+                # window_latest holds this batch's panes once the pass MERGEd.
+                "latest_through": batch.batch_id if merged else latest_before,
+                # The same versions for every batch of the pass: the pass is the unit of restart.
+                "table_versions": versions,
+            })
         log_schema = (
             "batch_id BIGINT, seq_start BIGINT, seq_end BIGINT, records BIGINT, "
             "finalize BOOLEAN, watermark_before BIGINT, watermark_after BIGINT, clock_after BIGINT, "
             "watermark_state STRING, panes BIGINT, late BIGINT, leaks BIGINT, latest_through BIGINT, "
             "table_versions MAP<STRING, BIGINT>"
         )
-        log_row = self.spark.createDataFrame([entry], log_schema).withColumn(
-            "committed_at", F.current_timestamp()
+        log_rows = (
+            self.spark.createDataFrame(entries, log_schema)
+            .withColumn("committed_at", F.current_timestamp())
+            .coalesce(1)  # one small file per commit
         )
-        crash_point(f"batch:{batch_id}:before-commit")
+        for batch_id in ids:
+            crash_point(f"batch:{batch_id}:before-commit")
         mark = time.time()
-        store.append_batch(log_row, "replay_log", batch_id)
-        crash_point(f"batch:{batch_id}:committed")
+        store.append_batch(log_rows, "replay_log", tag)
+        for batch_id in ids:
+            crash_point(f"batch:{batch_id}:committed")
         steps["commit"] = time.time() - mark
-        if os.environ.get("REPLAY_PROFILE"):
-            self.progress("  steps: " + ", ".join(f"{k} {v:.2f}s" for k, v in steps.items()))
-        summary.batches.append(
-            BatchSummary(batch_id, seq_end - seq_start, panes, late_count, new_watermark.watermark,
-                         time.time() - started)
-        )
-        return entry
+        self.profile("steps", steps)
+        seconds = time.time() - started
+        summary.passes.append(PassSummary(first.batch_id, final.batch_id, seq_end - seq_start, seconds))
+        for batch, after in zip(batches, states, strict=True):
+            summary.batches.append(BatchSummary(
+                batch.batch_id, batch.records, panes[batch.batch_id], late_counts[batch.batch_id],
+                after.watermark, seconds / len(batches),
+            ))
+        return entries[-1]
 
-    def late_frame(self, out, batch, batch_id: int):
+    def late_frame(self, out, staged):
         from pyspark.sql import functions as F
 
         return (
             out.where(F.col("_kind") == "late")
             .select(F.col("_seq"), F.col("watermark"))
-            .join(batch, "_seq")
+            .join(staged, "_seq")
             .select(
                 "_seq", *self.config.key, F.col("_event_time").alias("event_time"),
                 F.col("_ingest_time").alias("ingest_time"), F.col("_partition").alias("partition"),
                 F.col("_offset").alias("offset"), F.col("_id").alias("record_id"),
                 F.col("_file").alias("source_file"), F.col("_line").alias("line"),
                 F.col("_raw").alias("raw"), "watermark",
-                F.lit(self.late_reason()).alias("reason"), F.lit(batch_id).cast("long").alias("batch_id"),
+                F.lit(self.late_reason()).alias("reason"), F.col("_batch").alias("batch_id"),
             )
         )
 
@@ -590,7 +698,7 @@ class _Replay:
             types[column] = self.config.column_type(column)
         return ", ".join(f"`{c}` {sql_type(types[c])}" for c in columns)
 
-    def results_frame(self, pane_rows, batch_id: int):
+    def results_frame(self, pane_rows):
         from pyspark.sql import functions as F
 
         def bound(column: str):
@@ -610,7 +718,7 @@ class _Replay:
             "replay_clock",
             "fire_time",
             *[F.col(f"agg_{name}").alias(name) for name, _ in self.config.outputs()],
-            F.lit(batch_id).cast("long").alias("batch_id"),
+            F.col("_batch").alias("batch_id"),
             "emit_seq",
             F.col("emit_step").cast("int").alias("emit_step"),
         )

@@ -10,6 +10,7 @@ to its Delta table.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from typing import Any
 
 import pyarrow as pa
@@ -50,7 +51,7 @@ def output_columns(config: PipelineConfig) -> list[tuple[str, str]]:
     columns += [(key, "string") for key in config.key]
     columns += STATE_COLUMNS + PANE_COLUMNS
     columns += [(f"agg_{name}", kind) for name, kind in config.outputs()]
-    columns += [("_seq", "long"), ("detail", "string")]
+    columns += [("_seq", "long"), ("detail", "string"), ("_batch", "long")]
     return columns
 
 
@@ -70,8 +71,25 @@ def output_ddl(config: PipelineConfig) -> str:
     return ", ".join(f"`{name}` {sql_type(kind)}" for name, kind in output_columns(config))
 
 
-def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: Timeline) -> Any:
-    """The function Spark runs per key: ``(key, records, state) -> output rows`` as Arrow."""
+def make_cogroup_function(
+    config: PipelineConfig,
+    spec: OperatorSpec,
+    timeline: Timeline,
+    batches: list[tuple[int, int]] | None = None,
+) -> Any:
+    """The function Spark runs per key: ``(key, records, state) -> output rows`` as Arrow.
+
+    ``batches`` lists the pass's micro-batches as ``(first seq, batch id)`` in order: each
+    output row gets the batch of the record it was emitted at (``_batch``); state rows the last.
+    """
+    batches = batches or [(timeline.seq_start, 0)]
+    batch_starts = [start for start, _ in batches]
+    batch_ids = [batch_id for _, batch_id in batches]
+
+    def batch_of(seq: int) -> int:
+        # A finalize batch has no records: its firings sit at its start, the previous end.
+        return batch_ids[max(0, bisect_right(batch_starts, seq) - 1)]
+
     key_names = list(config.key)
     # A join's records carry their input (0 left, 1 right) as their only value.
     value_columns = ["_input"] if config.join is not None else [spec_.column for spec_ in config.aggregates]
@@ -105,10 +123,11 @@ def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: 
                 "fire_time": pane.fire_time,
                 "emit_seq": pane.emit_seq,
                 "emit_step": pane.emit_step,
+                "_batch": batch_of(pane.emit_seq),
                 **{f"agg_{n}": v for n, v in zip(output_names, pane.values, strict=True)},
             })
         for late in out.late:
-            late_values = {"_seq": late.seq, "watermark": late.watermark}
+            late_values = {"_seq": late.seq, "watermark": late.watermark, "_batch": batch_of(late.seq)}
             _append(rows, "late", key_names, key_values, None, late_values)
         for row in out.state:
             _append(rows, "state", key_names, key_values, row.window, {
@@ -118,13 +137,15 @@ def make_cogroup_function(config: PipelineConfig, spec: OperatorSpec, timeline: 
                 "trigger_state": row.trigger_state,
                 "event_timers": row.event_timers,
                 "processing_timers": row.processing_timers,
+                "_batch": batch_ids[-1],
             })
         for leak in out.leaks:
-            _append(rows, "leak", key_names, key_values, None, {"detail": leak})
+            _append(rows, "leak", key_names, key_values, None, {"detail": leak, "_batch": batch_ids[-1]})
         for side in out.sides:
             _append(rows, "side", key_names, key_values, None, {
                 "detail": side.tag, "contents": side.payload, "watermark": side.watermark,
                 "replay_clock": side.replay_clock, "emit_seq": side.emit_seq, "emit_step": side.emit_step,
+                "_batch": batch_of(side.emit_seq),
             })
         return pa.table(rows, schema=schema)
 

@@ -125,6 +125,28 @@ class Timeline:
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    @classmethod
+    def concat(cls, timelines: list[Timeline]) -> Timeline:
+        """Consecutive batches' timelines as one, for running them in one pass.
+
+        A key's operator only ever looks at the points, so running the joined timeline is
+        running each batch in turn with its state carried over: the results are the same.
+        """
+        first, last = timelines[0], timelines[-1]
+        for before, after in zip(timelines, timelines[1:], strict=False):
+            if after.seq_start != before.seq_end:
+                raise ValueError(f"timelines not consecutive: {before.seq_end} then {after.seq_start}")
+        return cls(
+            seq_start=first.seq_start,
+            seq_end=last.seq_end,
+            start_watermark=first.start_watermark,
+            start_clock=first.start_clock,
+            adv_seq=[s for t in timelines for s in t.adv_seq],
+            adv_wm=[w for t in timelines for w in t.adv_wm],
+            clk_seq=[s for t in timelines for s in t.clk_seq],
+            clk_val=[v for t in timelines for v in t.clk_val],
+        )
+
 
 def compute_timeline(
     config: WatermarkConfig,

@@ -13,7 +13,7 @@ import numpy as np
 from ..config import PipelineConfig
 from ..keyed import operator_spec, process_key
 from ..operator import LateRecord, OperatorSpec, Pane, WindowStateRow
-from ..watermarks import WatermarkState, compute_timeline
+from ..watermarks import Timeline, WatermarkState, compute_timeline
 
 
 @dataclass
@@ -44,26 +44,36 @@ class MemoryReplay:
     next_seq: int = 0
 
     def run_batch(self, records: Sequence[Record], finalize: bool = False) -> None:
-        seq_start = self.next_seq
-        ingest = None
-        if self.config.source.ingest_time:
-            ingest = np.array([r.ingest_time for r in records], dtype=np.int64)
+        self.run_pass([(records, finalize)])
+
+    def run_pass(self, batches: Sequence[tuple[Sequence[Record], bool]]) -> None:
+        """Run consecutive batches ``(records, finalize)`` in one go, as the Spark job's pass does:
+        each batch gets its own timeline and every key runs once over them joined."""
         inputs = self.config.input_watermarks()
-        if inputs is None:
-            partitions = [r.partition for r in records]
-        else:
-            names = list(inputs)
-            partitions = [f"{names[r.input]}/{r.partition}" for r in records]
-        timeline, self.watermark = compute_timeline(
-            self.config.watermark,
-            self.watermark,
-            seq_start,
-            np.array([r.event_time for r in records], dtype=np.int64),
-            ingest,
-            np.array(partitions, dtype=object),
-            finalize=finalize,
-            inputs=inputs,
-        )
+        timelines, seq_start = [], self.next_seq
+        records: list[Record] = []
+        for batch, finalize in batches:
+            ingest = None
+            if self.config.source.ingest_time:
+                ingest = np.array([r.ingest_time for r in batch], dtype=np.int64)
+            if inputs is None:
+                partitions = [r.partition for r in batch]
+            else:
+                names = list(inputs)
+                partitions = [f"{names[r.input]}/{r.partition}" for r in batch]
+            timeline, self.watermark = compute_timeline(
+                self.config.watermark,
+                self.watermark,
+                seq_start + len(records),
+                np.array([r.event_time for r in batch], dtype=np.int64),
+                ingest,
+                np.array(partitions, dtype=object),
+                finalize=finalize,
+                inputs=inputs,
+            )
+            timelines.append(timeline)
+            records.extend(batch)
+        timeline = Timeline.concat(timelines)
         by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for i, record in enumerate(records):
             by_key[record.key].append(i)
@@ -90,11 +100,14 @@ class MemoryReplay:
                 self.state.pop(key, None)
         self.next_seq = seq_start + len(records)
 
-    def run(self, records: Sequence[Record], batch_size: int, finalize: bool = True) -> None:
-        for lo in range(0, len(records), batch_size):
-            self.run_batch(records[lo : lo + batch_size])
+    def run(
+        self, records: Sequence[Record], batch_size: int, finalize: bool = True, batches_per_pass: int = 1
+    ) -> None:
+        batches = [(records[lo : lo + batch_size], False) for lo in range(0, len(records), batch_size)]
         if finalize:
-            self.run_batch([], finalize=True)
+            batches.append(([], True))
+        for lo in range(0, len(batches), batches_per_pass):
+            self.run_pass(batches[lo : lo + batches_per_pass])
 
     def emitted(self) -> list[tuple[tuple[str, ...], Pane]]:
         """Panes in emission order (firings of different keys at one timer time: by key)."""

@@ -50,7 +50,7 @@ def write_pipeline(path: Path, archive: Path, output: Path, **overrides: Any) ->
         "trigger": {"type": "continuous_event_time", "interval": "10s"},
         "allowed_lateness": "20s",
         "aggregates": {"n": "count(*)", "total": "sum(value)", "ids": "collect_list(event_id)"},
-        "batch": {"max_records": 40},
+        "batch": {"max_records": 40, "pass_max_records": 80},  # passes of two batches
         "output": {"path": str(output), "latest_every": 3},
     }
     for key, value in overrides.items():
