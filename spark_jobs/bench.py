@@ -507,7 +507,7 @@ def _replay_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any
         elif "] ingested " in message:
             previous = instruments.snapshot()  # batch figures exclude the ingest's writes
             cpu_mark[0] = _tree_cpu()
-        elif "] batch " in message or "] batches " in message:  # one line per pass
+        elif "] pass " in message:
             now = instruments.snapshot()
             cpu = _tree_cpu(cpu_mark[0])
             marks.append({"end": time.time(), "cpu": cpu - sum(cpu_mark[0].values()),

@@ -5,10 +5,11 @@ A run (``replay run PIPELINE.yaml``) does, under the pipeline's lock:
 1. **ingest**: list the archive, read the files not yet ingested (bad records go to
    ``quarantine``), sort the new records into replay order, number them (``_seq``), cut them
    into batches and stage them in the ``staging`` table;
-2. **batches**: for each staged batch not yet committed: compute the batch's watermark timeline
-   once on the driver, run every key through the operator on the executors, and write results,
-   late events, ``window_latest`` and ``operator_state``; the ``replay_log`` row written last
-   commits the batch;
+2. **passes**: the staged batches not yet committed, grouped into passes of consecutive batches
+   (up to ``batch.pass_max_records``): compute each batch's watermark timeline on the driver, run
+   every key once through the operator over the joined timelines on the executors, and write
+   results, late events, ``window_latest`` and ``operator_state`` once each; the batches'
+   ``replay_log`` rows, appended last in one commit, commit the pass;
 3. **finalize** (``--finalize``): one more batch with no records that takes the clock and the
    watermark to +infinity.
 """
@@ -234,30 +235,26 @@ class _Replay:
         for number, group in enumerate(passes, 1):
             last = self.run_pass(group, last, number == len(passes), summary)
             done += len(group)
-            self.report(done, len(batches), summary)
+            self.report(done, len(batches), (number, len(passes)), summary)
         summary.finalized = bool(last and last["finalize"])
         summary.watermark = last["watermark_after"] if last else MIN_TIMESTAMP
         summary.seconds = time.time() - started
         return summary
 
-    def report(self, done: int, total: int, summary: RunSummary) -> None:
+    def report(self, done: int, total: int, passes: tuple[int, int], summary: RunSummary) -> None:
+        """One line per batch (its own counts), then one for the pass that ran and committed them."""
         run = summary.passes[-1]
         batches = summary.batches[-(run.last_batch - run.first_batch + 1):]
-        panes: dict[str, int] = {}
-        for batch in batches:
-            for timing, count in batch.panes.items():
-                panes[timing] = panes.get(timing, 0) + count
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(panes.items())) or "no panes"
-        late = sum(batch.late for batch in batches)
+        for number, batch in enumerate(batches, done - len(batches) + 1):
+            panes = ", ".join(f"{k} {v}" for k, v in sorted(batch.panes.items())) or "no panes"
+            self.progress(
+                f"[{self.config.name}] batch {number}/{total} (id {batch.batch_id}): "
+                f"{batch.records} records, {panes}, {batch.late} late"
+            )
         rate = run.records / run.seconds if run.seconds else 0.0
-        if len(batches) == 1:
-            which = f"batch {done}/{total} (id {run.first_batch})"
-        else:
-            which = (f"batches {done - len(batches) + 1}-{done}/{total} "
-                     f"(ids {run.first_batch}-{run.last_batch})")
         self.progress(
-            f"[{self.config.name}] {which}: {run.records} records, {shown}, {late} late, "
-            f"{run.seconds:.2f}s, {rate:,.0f} events/s"
+            f"[{self.config.name}] pass {passes[0]}/{passes[1]}: batches {done - len(batches) + 1}-{done}, "
+            f"{run.records} records, {run.seconds:.2f}s, {rate:,.0f} events/s"
         )
 
     # ---- ingest ---------------------------------------------------------------------------------
