@@ -290,7 +290,7 @@ class _Replay:
         ordered = (
             records.orderBy(*order)
             .withColumn("_mid", F.monotonically_increasing_id())
-            .persist(StorageLevel.MEMORY_AND_DISK)
+            .persist(StorageLevel.DISK_ONLY)  # the whole archive: see read_archive
         )
         # monotonically_increasing_id is (partition << 33) + row: turn it into a dense rank.
         chunks = (

@@ -633,7 +633,9 @@ def _validate(
     if persist:
         from pyspark import StorageLevel
 
-        checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
+        # On disk: a whole archive would otherwise fill the heap (and the process's memory) with
+        # cached blocks; reading them back from local disk costs about what memory does here.
+        checked = checked.persist(StorageLevel.DISK_ONLY)
     records = checked.where(F.col("_outcome").isNull()).select(
         F.col("_file"), F.col("_file_index").cast("int"), F.col("_line").cast("bigint"),
         "_event_time", "_ingest_time", "_partition", "_offset", "_id", "_raw",
