@@ -557,6 +557,7 @@ class _Replay:
         # the panes of every batch since the previous MERGE.
         latest_before = (last or {}).get("latest_through")
         latest_before = -1 if latest_before is None else latest_before
+        # (Only windowed aggregates have one newest row per window to keep.)
         merged = results_table == "window_results" and (
             last_of_run or final.batch_id - latest_before >= config.latest_every
         )
