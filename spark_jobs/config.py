@@ -304,12 +304,8 @@ class _Parser:
             if aggregate_function is not None:
                 raise self.fail("evictor", "cannot be combined with an incremental aggregate_function")
         batch = self.mapping(data, "batch")
-        max_records = batch.get("max_records", 100_000)
-        if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
-            raise self.fail("batch.max_records", "must be a whole number >= 1")
-        pass_max_records = batch.get("pass_max_records", 1_000_000)
-        if type(pass_max_records) is not int or pass_max_records < 1:
-            raise self.fail("batch.pass_max_records", "must be a whole number >= 1")
+        max_records = self.whole_number(batch, "batch", "max_records", 100_000)
+        pass_max_records = self.whole_number(batch, "batch", "pass_max_records", 1_000_000)
         unknown = sorted(set(batch) - {"max_records", "pass_max_records"})
         if unknown:
             raise self.fail(f"batch.{unknown[0]}", "unknown setting")
@@ -317,9 +313,7 @@ class _Parser:
         output_path = output.get("path")
         if not isinstance(output_path, str) or not output_path:
             raise self.fail("output.path", "is required: where the Delta tables go")
-        latest_every = output.get("latest_every", 10)
-        if not isinstance(latest_every, int) or isinstance(latest_every, bool) or latest_every < 1:
-            raise self.fail("output.latest_every", "must be a whole number of batches >= 1")
+        latest_every = self.whole_number(output, "output", "latest_every", 10, unit=" of batches")
         unknown = sorted(set(output) - {"path", "latest_every"})
         if unknown:
             raise self.fail(f"output.{unknown[0]}", "unknown setting")
@@ -530,10 +524,7 @@ class _Parser:
         values = {}
         for name in ("optimize_every", "vacuum_every", "vacuum_retention_hours"):
             if name in data:
-                value = data[name]
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise self.fail(f"maintenance.{name}", "must be a whole number >= 0")
-                values[name] = value
+                values[name] = self.whole_number(data, "maintenance", name, None, minimum=0)
         return MaintenanceConfig(**values)
 
     def parse_schedule(self, data: dict[str, Any]) -> ScheduleConfig:
@@ -547,6 +538,16 @@ class _Parser:
         if name not in data or data[name] in (None, ""):
             raise self.fail(name, "is required")
         return data[name]
+
+    def whole_number(
+        self, data: dict[str, Any], section: str, name: str, default: int | None, minimum: int = 1,
+        unit: str = "",
+    ) -> int:
+        """``data[name]`` (or ``default``) as an int >= ``minimum``; booleans are refused."""
+        value = data.get(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise self.fail(f"{section}.{name}", f"must be a whole number{unit} >= {minimum}")
+        return value
 
     def mapping(self, data: dict[str, Any], name: str, required: bool = False) -> dict[str, Any]:
         value = data.get(name)
