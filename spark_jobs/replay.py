@@ -31,7 +31,7 @@ from .durations import MIN_TIMESTAMP
 from .keyed import operator_spec
 from .spark_batch import STATE_COLUMNS, make_cogroup_function, output_ddl, sql_type
 from .state.delta import BATCH_TABLES, DeltaStore
-from .watermarks import Timeline, WatermarkState, compute_timeline
+from .watermarks import Timeline, WatermarkState, compute_pass_timelines
 
 Progress = Callable[[str], None]
 
@@ -494,17 +494,10 @@ class _Replay:
             names = np.array([f"{name}/" for name in inputs], dtype=object)
             partition = names[arrow.column("_input").to_numpy()] + partition.astype(str).astype(object)
         watermark_state = WatermarkState.from_json(last["watermark_state"] if last else None)
-        timelines, states = [], []
-        for batch in batches:
-            lo, hi = batch.seq_start - seq_start, batch.seq_end - seq_start
-            timeline, watermark_state = compute_timeline(
-                config.watermark, watermark_state, batch.seq_start, event_time[lo:hi],
-                None if ingest is None else ingest[lo:hi],
-                None if partition is None else partition[lo:hi],
-                batch.finalize, inputs,
-            )
-            timelines.append(timeline)
-            states.append(watermark_state)
+        timelines, states = compute_pass_timelines(
+            config.watermark, watermark_state, seq_start, event_time, ingest, partition,
+            [(batch.records, batch.finalize) for batch in batches], inputs,
+        )
         state = self.read_state(last)
         value_columns = ["_input"] if inputs is not None else config.value_columns()
         record_columns = [*keys, "_seq", "_event_time", *value_columns]

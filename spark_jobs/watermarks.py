@@ -276,6 +276,36 @@ def compute_timeline(
     return timeline, new_state
 
 
+def compute_pass_timelines(
+    config: WatermarkConfig,
+    state: WatermarkState,
+    seq_start: int,
+    event_time: np.ndarray,
+    clock_source: np.ndarray | None,
+    partition: np.ndarray | None,
+    batches: list[tuple[int, bool]],
+    inputs: dict[str, WatermarkConfig] | None = None,
+) -> tuple[list[Timeline], list[WatermarkState]]:
+    """Consecutive batches run as one pass: each batch's own timeline and the state after it.
+
+    The arrays hold the pass's records in replay order; ``batches`` gives each batch's record
+    count and whether it finalizes. Join the timelines with :meth:`Timeline.concat`.
+    """
+    timelines, states, lo = [], [], 0
+    for records, finalize in batches:
+        hi = lo + records
+        timeline, state = compute_timeline(
+            config, state, seq_start + lo, event_time[lo:hi],
+            None if clock_source is None else clock_source[lo:hi],
+            None if partition is None else partition[lo:hi],
+            finalize, inputs,
+        )
+        timelines.append(timeline)
+        states.append(state)
+        lo = hi
+    return timelines, states
+
+
 def _floor_div(values: np.ndarray, interval: int) -> np.ndarray:
     # MIN_TIMESTAMP (no clock yet) floors to the smallest bucket, so the first record emits.
     return np.floor_divide(values, interval)

@@ -13,7 +13,7 @@ import numpy as np
 from ..config import PipelineConfig
 from ..keyed import operator_spec, process_key
 from ..operator import LateRecord, OperatorSpec, Pane, WindowStateRow
-from ..watermarks import Timeline, WatermarkState, compute_timeline
+from ..watermarks import Timeline, WatermarkState, compute_pass_timelines
 
 
 @dataclass
@@ -50,29 +50,27 @@ class MemoryReplay:
         """Run consecutive batches ``(records, finalize)`` in one go, as the Spark job's pass does:
         each batch gets its own timeline and every key runs once over them joined."""
         inputs = self.config.input_watermarks()
-        timelines, seq_start = [], self.next_seq
-        records: list[Record] = []
-        for batch, finalize in batches:
-            ingest = None
-            if self.config.source.ingest_time:
-                ingest = np.array([r.ingest_time for r in batch], dtype=np.int64)
-            if inputs is None:
-                partitions = [r.partition for r in batch]
-            else:
-                names = list(inputs)
-                partitions = [f"{names[r.input]}/{r.partition}" for r in batch]
-            timeline, self.watermark = compute_timeline(
-                self.config.watermark,
-                self.watermark,
-                seq_start + len(records),
-                np.array([r.event_time for r in batch], dtype=np.int64),
-                ingest,
-                np.array(partitions, dtype=object),
-                finalize=finalize,
-                inputs=inputs,
-            )
-            timelines.append(timeline)
-            records.extend(batch)
+        seq_start = self.next_seq
+        records: list[Record] = [record for batch, _ in batches for record in batch]
+        ingest = None
+        if self.config.source.ingest_time:
+            ingest = np.array([r.ingest_time for r in records], dtype=np.int64)
+        if inputs is None:
+            partitions = [r.partition for r in records]
+        else:
+            names = list(inputs)
+            partitions = [f"{names[r.input]}/{r.partition}" for r in records]
+        timelines, states = compute_pass_timelines(
+            self.config.watermark,
+            self.watermark,
+            seq_start,
+            np.array([r.event_time for r in records], dtype=np.int64),
+            ingest,
+            np.array(partitions, dtype=object),
+            [(len(batch), finalize) for batch, finalize in batches],
+            inputs,
+        )
+        self.watermark = states[-1]
         timeline = Timeline.concat(timelines)
         by_key: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for i, record in enumerate(records):
