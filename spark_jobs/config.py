@@ -126,6 +126,9 @@ class PipelineConfig:
     #: Consecutive micro-batches run as one Spark pass (one Delta commit per table) up to this
     #: many records; results are those of the micro-batches, only the restart point is coarser.
     pass_max_records: int = 1_000_000
+    #: An ingest of up to this many records is sorted into replay order on the driver (narrow
+    #: keys, ~70 bytes of driver memory a record); a larger one sorts its full rows on the cluster.
+    sort_on_driver_max_records: int = 20_000_000
     latest_every: int = 10
     evictor: Any = None
     aggregate_function: UserFunction | None = None
@@ -306,7 +309,10 @@ class _Parser:
         batch = self.mapping(data, "batch")
         max_records = self.whole_number(batch, "batch", "max_records", 100_000)
         pass_max_records = self.whole_number(batch, "batch", "pass_max_records", 1_000_000)
-        unknown = sorted(set(batch) - {"max_records", "pass_max_records"})
+        sort_on_driver_max_records = self.whole_number(
+            batch, "batch", "sort_on_driver_max_records", 20_000_000, minimum=0
+        )
+        unknown = sorted(set(batch) - {"max_records", "pass_max_records", "sort_on_driver_max_records"})
         if unknown:
             raise self.fail(f"batch.{unknown[0]}", "unknown setting")
         output = self.mapping(data, "output", required=True)
@@ -329,6 +335,7 @@ class _Parser:
             aggregates=tuple(aggregates),
             batch_max_records=max_records,
             pass_max_records=pass_max_records,
+            sort_on_driver_max_records=sort_on_driver_max_records,
             output_path=resolve_path(output_path),
             latest_every=latest_every,
             evictor=evictor,

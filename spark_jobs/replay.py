@@ -259,9 +259,9 @@ class _Replay:
 
     # ---- ingest ---------------------------------------------------------------------------------
     def ingest(self, summary: RunSummary) -> None:
-        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
+        from .ordering import number_records
         from .sources import list_archive, read_archive
 
         sources = self.config.sources()
@@ -278,7 +278,7 @@ class _Replay:
         records, quarantine, first_index = None, None, len(known)
         for number, (source, files) in enumerate(zip(sources, new_per_input, strict=True)):
             config = self.config if number == 0 else replace(self.config, source=source)
-            # Cached: the sort's sampling, the sort and the quarantine write all use the parse.
+            # Cached: the counts, the sort keys, the staging and the quarantine writes all use it.
             part, bad = read_archive(self.spark, config, files, first_index, persist=True)
             first_index += len(files)
             if self.config.join is not None:
@@ -286,45 +286,21 @@ class _Replay:
             records = part if records is None else records.unionByName(part)
             quarantine = bad if quarantine is None else quarantine.unionByName(bad)
         clock.step("listed")
-        records, order = self.replay_order(records)
-        ordered = (
-            records.orderBy(*order)
-            .withColumn("_mid", F.monotonically_increasing_id())
-            .persist(StorageLevel.DISK_ONLY)  # the whole archive: see read_archive
-        )
-        # monotonically_increasing_id is (partition << 33) + row: turn it into a dense rank.
-        chunks = (
-            ordered.groupBy(F.shiftright("_mid", 33).alias("pid"))
-            .agg(F.count("*").alias("n"), F.min("_mid").alias("first"))
-            .orderBy("pid")
-            .collect()
-        )
+        # The first action parses the archive into its cache; then each file's accepted records.
+        per_file_records = dict(records.groupBy("_file").count().collect())
+        accepted = sum(per_file_records.values())
+        clock.step("parsed")
+        numbered = number_records(self.spark, self.config, records, accepted, seq_base)
         clock.step("sorted")
-        offset_of, running = {}, seq_base
-        for row in chunks:
-            offset_of[row["pid"]] = (running, row["first"])
-            running += row["n"]
-        accepted = running - seq_base
-        if offset_of:
-            pid = F.shiftright("_mid", 33)
-            seq_expr = F.lit(None).cast("long")
-            for p, (start, first) in offset_of.items():
-                seq_expr = F.when(pid == p, F.col("_mid") - F.lit(first) + F.lit(start)).otherwise(seq_expr)
-        else:
-            seq_expr = F.lit(0).cast("long")
-        staged = (
-            ordered.withColumn("_seq", seq_expr)
-            .withColumn("_batch", F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base)
-            .withColumn("_ingest", F.lit(ingest_id))
-            .drop("_mid", "_running_max")
-        )
-        self.store.replace_where(staged.sortWithinPartitions("_seq"), "staging", f"_ingest = {ingest_id}")
+        batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
+        staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
+        self.store.replace_where(staged, "staging", f"_ingest = {ingest_id}", numbered.rows_per_file)
+        numbered.close()
         clock.step("staged")
         crash_point("ingest:staged")
         bad = quarantine.withColumn("ingest_id", F.lit(ingest_id).cast("long")).persist()
         self.store.replace_where(bad, "quarantine", f"ingest_id = {ingest_id}")
         clock.step("quarantined")
-        per_file_records = dict(ordered.groupBy("_file").count().collect())
         per_file_bad = dict(bad.groupBy("source_file").count().collect())
         # Drops the parsed archive too (nothing else is cached while a run ingests).
         self.spark.catalog.clearCache()
@@ -360,32 +336,6 @@ class _Replay:
     def profile(self, label: str, steps: dict[str, float]) -> None:
         if os.environ.get("REPLAY_PROFILE"):
             self.progress(f"  {label}: " + ", ".join(f"{k} {v:.2f}s" for k, v in steps.items()))
-
-    def replay_order(self, records):
-        """The records (with any helper column) and the columns that sort them into replay order.
-
-        One archive replays in file and line order (or by ingest time, when it has one). Two
-        archives are interleaved by time as a timestamp-synchronising reader would (Kafka
-        Streams' choice): by ingest time when they have one; otherwise always taking the input
-        whose next record is earlier, which keeps each input's own order and equals a sort by
-        each record's running maximum event time within its input.
-        """
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        ingest_time = self.config.source.ingest_time
-        if self.config.join is None:
-            if ingest_time:
-                return records, ["_ingest_time", "_partition", "_offset", "_file_index", "_line"]
-            return records, ["_file_index", "_line"]
-        if ingest_time:
-            return records, ["_ingest_time", "_input", "_partition", "_offset", "_file_index", "_line"]
-        so_far = (
-            Window.partitionBy("_input").orderBy("_file_index", "_line")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        )
-        records = records.withColumn("_running_max", F.max("_event_time").over(so_far))
-        return records, ["_running_max", "_input", "_file_index", "_line"]
 
     def maintain(self, batch_ids: list[int]) -> None:
         """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule (every N batches), inside

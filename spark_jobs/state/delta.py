@@ -110,9 +110,15 @@ class DeltaStore:
         path = jvm.org.apache.hadoop.fs.Path(self.path(table))
         path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
 
-    def replace_where(self, df, table: str, predicate: str) -> None:
-        """Overwrite just the rows matching ``predicate``: idempotent by replacement."""
+    def replace_where(self, df, table: str, predicate: str, max_records_per_file: int = 0) -> None:
+        """Overwrite just the rows matching ``predicate``: idempotent by replacement.
+
+        ``max_records_per_file`` (0: no limit) cuts each task's output into files of at most that
+        many rows, so that Delta's file skipping has narrow ranges to work with.
+        """
         writer = df.write.format("delta").mode("overwrite")
+        if max_records_per_file:
+            writer = writer.option("maxRecordsPerFile", max_records_per_file)
         if self.exists(table):
             writer = writer.option("replaceWhere", predicate)
         writer.save(self.path(table))

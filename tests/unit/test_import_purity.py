@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PURE = [
     "spark_jobs.windows", "spark_jobs.triggers", "spark_jobs.operator", "spark_jobs.watermarks",
     "spark_jobs.keyed", "spark_jobs.aggregates", "spark_jobs.config", "spark_jobs.state.memory",
+    "spark_jobs.ordering",
 ]
 # In a fresh interpreter, import each module in turn and note any forbidden module it brought in.
 CODE = """

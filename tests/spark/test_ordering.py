@@ -1,0 +1,70 @@
+"""number_records: the driver's narrow sort and the cluster's full-row sort number every record
+the same, for each replay order, whatever the partitioning of the records."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from replay_helpers import write_archive, write_pipeline
+
+from spark_jobs.config import load_config
+from spark_jobs.ordering import number_records
+
+pytestmark = pytest.mark.spark
+
+
+def numbering(config, frame, seq_base):
+    """{(file index, line): seq} on the driver and on the cluster."""
+    count = frame.count()
+    result = {}
+    for where, limit in (("driver", count), ("cluster", count - 1)):
+        numbered = number_records(frame.sparkSession, replace(config, sort_on_driver_max_records=limit),
+                                  frame, count, seq_base)
+        rows = numbered.frame.select("_file_index", "_line", "_seq").collect()
+        numbered.close()
+        result[where] = {(row[0], row[1]): row[2] for row in rows}
+    return result
+
+
+def test_archive_in_ingest_time_order(spark, tmp_path):
+    from spark_jobs.sources import list_archive, read_archive
+
+    archive = write_archive(tmp_path / "archive", records=500, partitions=3, files=4, seed=3)
+    config = load_config(write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "out"))
+    records, _ = read_archive(spark, config, list_archive(spark, config.source))
+    records = records.repartition(3).persist()  # three partitions, each across the whole order
+    got = numbering(config, records, seq_base=1_000)
+    spark.catalog.clearCache()
+    assert got["driver"] == got["cluster"]
+    assert sorted(got["driver"].values()) == list(range(1_000, 1_000 + len(got["driver"])))
+    # By the definition: ingest time, then partition (as text), offset, file and line.
+    rows = records.select("_ingest_time", "_partition", "_offset", "_file_index", "_line").collect()
+    expected = sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3], r[4]))
+    assert [got["driver"][(r[3], r[4])] for r in expected] == list(range(1_000, 1_000 + len(rows)))
+
+
+@pytest.mark.parametrize("ingest_time", [True, False])
+def test_two_inputs(spark, tmp_path, ingest_time):
+    """Join inputs: by ingest time, or merged by the running maximum event time per input."""
+    from spark_jobs.ordering import order_columns
+
+    rng = random.Random(7)
+    rows = []
+    for file_index in range(4):
+        for line in range(1, 120):
+            rows.append((file_index % 2, file_index, line, rng.randrange(0, 50_000),
+                         rng.randrange(0, 20), str(rng.randrange(12)), line))
+    frame = (
+        spark.createDataFrame(rows, "_input long, _file_index int, _line bigint, _event_time bigint, "
+                                    "_ingest_time bigint, _partition string, _offset bigint")
+        .repartition(5).persist()
+    )
+    config = load_config(write_pipeline(tmp_path / "p.yaml", tmp_path, tmp_path / "out"))
+    source = config.source if ingest_time else replace(config.source, ingest_time=None)
+    config = replace(config, source=source, join=object())  # only "is there a join" matters here
+    assert ("_running_max" in order_columns(config)) is not ingest_time
+    got = numbering(config, frame, seq_base=0)
+    frame.unpersist()
+    assert got["driver"] == got["cluster"] and len(got["driver"]) == len(rows)

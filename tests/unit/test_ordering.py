@@ -1,0 +1,105 @@
+"""replay_positions: the driver's sort into replay order, against a plain-Python definition."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.ordering import RUNNING_MAX, key_columns, replay_positions
+
+INGEST_ORDER = ["_ingest_time", "_partition", "_offset", "_file_index", "_line"]
+JOIN_ORDER = ["_ingest_time", "_input", "_partition", "_offset", "_file_index", "_line"]
+FILE_ORDER = ["_file_index", "_line"]
+
+# Partition names that sort differently as numbers, as code points and as UTF-16 ("10" < "9",
+# "é" < "𝄞" but not in UTF-16): Spark compares UTF-8 bytes.
+PARTITIONS = st.sampled_from(["0", "1", "9", "10", "a", "é", "\U0001d11e", "\uff21"])
+
+
+@st.composite
+def records(draw, with_offset: bool = True, inputs: int = 1):
+    """Rows of sort keys with many ties on the leading keys; (file, line) is unique."""
+    count = draw(st.integers(0, 60))
+    cells = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 40)), min_size=count,
+                          max_size=count, unique=True))
+    rows = []
+    for file_index, line in cells:
+        rows.append({
+            "_ingest_time": draw(st.integers(0, 5)),
+            "_event_time": draw(st.integers(-5, 30)),
+            "_partition": draw(PARTITIONS),
+            "_offset": draw(st.integers(0, 3)) if with_offset else None,
+            "_input": file_index % inputs,  # an input's files are its own
+            "_file_index": file_index,
+            "_line": line,
+        })
+    return rows
+
+
+def table(rows, columns):
+    types = {"_partition": pa.string(), "_file_index": pa.int32()}
+    return pa.table({c: pa.array([r[c] for r in rows], types.get(c, pa.int64())) for c in columns})
+
+
+def by_definition(rows, order):
+    """Positions from Python's sort: nulls first, strings as UTF-8 bytes."""
+    def key(index):
+        row = rows[index]
+        return tuple(
+            (0, b"") if row[c] is None else (1, row[c].encode() if isinstance(row[c], str) else row[c])
+            for c in order
+        )
+
+    positions = [0] * len(rows)
+    for position, index in enumerate(sorted(range(len(rows)), key=key)):
+        positions[index] = position
+    return positions
+
+
+@settings(max_examples=200, deadline=None)
+@given(records(with_offset=True))
+def test_ingest_time_order(rows):
+    got = replay_positions(table(rows, key_columns(INGEST_ORDER)), INGEST_ORDER)
+    assert got.tolist() == by_definition(rows, INGEST_ORDER)
+
+
+@settings(max_examples=100, deadline=None)
+@given(records(with_offset=False))
+def test_unset_offset_is_null_in_every_row(rows):
+    got = replay_positions(table(rows, key_columns(INGEST_ORDER)), INGEST_ORDER)
+    assert got.tolist() == by_definition(rows, INGEST_ORDER)
+
+
+@settings(max_examples=100, deadline=None)
+@given(records(inputs=2))
+def test_file_order_and_two_inputs_by_ingest_time(rows):
+    for order in (FILE_ORDER, JOIN_ORDER):
+        got = replay_positions(table(rows, key_columns(order)), order)
+        assert got.tolist() == by_definition(rows, order)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records(inputs=2))
+def test_two_inputs_without_ingest_time_merge_by_the_earlier_next_record(rows):
+    """The running-maximum sort is the timestamp-synchronised merge: each input in its own file
+    and line order; always take the input whose next record has the smaller running maximum
+    event time (ties: the first input)."""
+    order = [RUNNING_MAX, "_input", "_file_index", "_line"]
+    got = replay_positions(table(rows, key_columns(order)), order)
+    queues = {}
+    for index in sorted(range(len(rows)), key=lambda i: (rows[i]["_file_index"], rows[i]["_line"])):
+        queues.setdefault(rows[index]["_input"], []).append(index)
+    expected, seen = [0] * len(rows), dict.fromkeys(queues, None)
+    heads = dict.fromkeys(queues, 0)
+    for position in range(len(rows)):
+        def candidate(name):
+            event_time = rows[queues[name][heads[name]]]["_event_time"]
+            return max(event_time, seen[name]) if seen[name] is not None else event_time
+
+        ready = [name for name in sorted(queues) if heads[name] < len(queues[name])]
+        name = min(ready, key=lambda n: (candidate(n), n))
+        seen[name] = candidate(name)
+        expected[queues[name][heads[name]]] = position
+        heads[name] += 1
+    assert got.tolist() == expected
