@@ -3,8 +3,8 @@
 A run (``replay run PIPELINE.yaml``) does, under the pipeline's lock:
 
 1. **ingest**: list the archive, read the files not yet ingested (bad records go to
-   ``quarantine``), sort the new records into replay order, number them (``_seq``), cut them
-   into batches and stage them in the ``staging`` table;
+   ``quarantine``), number the new records in replay order (``_seq``, see ``ordering``), cut
+   them into batches and stage them in the ``staging`` table;
 2. **passes**: the staged batches not yet committed, grouped into passes of consecutive batches
    (up to ``batch.pass_max_records``): compute each batch's watermark timeline on the driver, run
    every key once through the operator over the joined timelines on the executors, and write
@@ -294,7 +294,10 @@ class _Replay:
         clock.step("sorted")
         batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
         staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
-        self.store.replace_where(staged, "staging", f"_ingest = {ingest_id}", numbered.rows_per_file)
+        self.store.replace_where(
+            staged, "staging", f"_ingest = {ingest_id}", numbered.rows_per_file,
+            stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
+        )
         numbered.close()
         clock.step("staged")
         crash_point("ingest:staged")
@@ -432,7 +435,10 @@ class _Replay:
             timeline_columns.append("_input")
         arrow = None
         if staged is not None:
-            arrow = staged.select(*timeline_columns).orderBy("_seq").toArrow()
+            # Sorted here, not by Spark: an Arrow sort of one pass is milliseconds, a Spark sort
+            # is a sampling job and a shuffle.
+            arrow = staged.select(*timeline_columns).toArrow()
+            arrow = arrow.take(np.argsort(arrow.column("_seq").to_numpy(), kind="stable"))
         steps = {"timeline_read": time.time() - started}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
         ingest = None

@@ -110,17 +110,24 @@ class DeltaStore:
         path = jvm.org.apache.hadoop.fs.Path(self.path(table))
         path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
 
-    def replace_where(self, df, table: str, predicate: str, max_records_per_file: int = 0) -> None:
+    def replace_where(
+        self, df, table: str, predicate: str, max_records_per_file: int = 0,
+        stats_columns: tuple[str, ...] = (),
+    ) -> None:
         """Overwrite just the rows matching ``predicate``: idempotent by replacement.
 
         ``max_records_per_file`` (0: no limit) cuts each task's output into files of at most that
         many rows, so that Delta's file skipping has narrow ranges to work with.
+        ``stats_columns`` limits the file statistics of a new table to the columns reads filter
+        on (the default, every one of the first 32, costs a fifth of a wide table's write).
         """
         writer = df.write.format("delta").mode("overwrite")
         if max_records_per_file:
             writer = writer.option("maxRecordsPerFile", max_records_per_file)
         if self.exists(table):
             writer = writer.option("replaceWhere", predicate)
+        elif stats_columns:
+            writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
         writer.save(self.path(table))
 
     def merge_latest_panes(self, panes, keys: list[str], batch_id: int) -> None:
