@@ -68,3 +68,11 @@ def test_two_inputs(spark, tmp_path, ingest_time):
     got = numbering(config, frame, seq_base=0)
     frame.unpersist()
     assert got["driver"] == got["cluster"] and len(got["driver"]) == len(rows)
+
+
+def test_no_records(spark, tmp_path):
+    """An ingest whose every record was quarantined numbers nothing, on either side."""
+    config = load_config(write_pipeline(tmp_path / "p.yaml", tmp_path, tmp_path / "out"))
+    frame = spark.createDataFrame([], "_file_index int, _line bigint, _ingest_time bigint, "
+                                      "_partition string, _offset bigint")
+    assert numbering(config, frame, seq_base=5) == {"driver": {}, "cluster": {}}
