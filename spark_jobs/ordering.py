@@ -76,12 +76,28 @@ def _running_max(keys: pa.Table) -> np.ndarray:
     within_input = np.lexsort((keys.column("_line").to_numpy(), keys.column("_file_index").to_numpy(),
                                inputs))
     result = np.empty(len(event_time), dtype=np.int64)
-    sorted_inputs = inputs[within_input]
-    starts = np.flatnonzero(np.r_[True, sorted_inputs[1:] != sorted_inputs[:-1]])
-    for start, end in zip(starts, [*starts[1:], len(within_input)], strict=True):
+    for start, end in _runs(inputs[within_input]):
         rows = within_input[start:end]
         result[rows] = np.maximum.accumulate(event_time[rows])
     return result
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of equal neighbours in ``values``."""
+    if not len(values):
+        return []
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]).tolist()
+    return list(zip(starts, [*starts[1:], len(values)], strict=True))
+
+
+def collect_in_replay_order(frame: DataFrame, *columns: str) -> pa.Table:
+    """``columns`` of ``frame`` (``_seq`` among them) as an Arrow table in ``_seq`` order.
+
+    Sorted on the driver: an argsort of the collected column takes milliseconds, where Spark's
+    ``orderBy`` adds a sampling job and a shuffle.
+    """
+    table = frame.select(*columns).toArrow()
+    return table.take(np.argsort(table.column("_seq").to_numpy(), kind="stable"))
 
 
 @dataclass
@@ -129,9 +145,7 @@ def number_records(
     # Positions, not sequence numbers, in the tables: half the memory while they fit 32 bits.
     kind = np.int32 if count < 2**31 else np.int64
     by_partition: dict[int, np.ndarray] = {}
-    starts = np.flatnonzero(np.r_[True, partitions[1:] != partitions[:-1]]) if len(mids) else []
-    ends = [*starts[1:], len(mids)] if len(starts) else []
-    for start, end in zip(starts, ends, strict=True):
+    for start, end in _runs(partitions):
         rows = mids[start:end] & _ROW_MASK
         table = np.full(int(rows.max()) + 1, -1, dtype=kind)
         table[rows] = positions[start:end]

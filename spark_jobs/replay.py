@@ -29,6 +29,7 @@ import numpy as np
 from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
 from .keyed import operator_spec
+from .ordering import collect_in_replay_order
 from .spark_batch import STATE_COLUMNS, make_cogroup_function, output_ddl, sql_type
 from .state.delta import BATCH_TABLES, DeltaStore
 from .watermarks import Timeline, WatermarkState, compute_pass_timelines
@@ -435,10 +436,7 @@ class _Replay:
             timeline_columns.append("_input")
         arrow = None
         if staged is not None:
-            # Sorted here, not by Spark: an Arrow sort of one pass is milliseconds, a Spark sort
-            # is a sampling job and a shuffle.
-            arrow = staged.select(*timeline_columns).toArrow()
-            arrow = arrow.take(np.argsort(arrow.column("_seq").to_numpy(), kind="stable"))
+            arrow = collect_in_replay_order(staged, *timeline_columns)
         steps = {"timeline_read": time.time() - started}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
         ingest = None

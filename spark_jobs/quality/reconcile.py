@@ -34,6 +34,7 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..durations import format_timestamp
+from ..ordering import collect_in_replay_order
 from .suites import count_star_columns, quote
 from .tables import Snapshot
 
@@ -270,7 +271,7 @@ def accepted_window_bounds(snapshot: Snapshot, replayed: Any) -> tuple[np.ndarra
 
     config = snapshot.config
     size, lateness = config.window.size, config.allowed_lateness
-    table = replayed.select("_seq", "_event_time", "_ingest_time", "_partition").orderBy("_seq").toArrow()
+    table = collect_in_replay_order(replayed, "_seq", "_event_time", "_ingest_time", "_partition")
     all_seqs = table.column("_seq").to_numpy()
     all_ts = table.column("_event_time").to_numpy()
     ingest = table.column("_ingest_time").to_numpy(zero_copy_only=False)

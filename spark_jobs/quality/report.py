@@ -22,6 +22,7 @@ import numpy as np
 
 from ..config import PipelineConfig, resolve_path
 from ..durations import MAX_TIMESTAMP, MIN_TIMESTAMP, format_timestamp
+from ..ordering import collect_in_replay_order
 from .tables import Snapshot
 from .validate import QualityResult, _jsonable, validate_pipeline
 
@@ -196,7 +197,7 @@ def accepted_lateness(snapshot: Snapshot) -> np.ndarray:
     if count > MAX_DRIVER_RECORDS:
         # Contiguous stretches keep the running maximum meaningful; take the first records.
         replayed = replayed.where(F.col("_seq") < snapshot.replayed_seq_end - count + MAX_DRIVER_RECORDS)
-    table = replayed.select("_seq", "_event_time").orderBy("_seq").toArrow()
+    table = collect_in_replay_order(replayed, "_seq", "_event_time")
     ts = table.column("_event_time").to_numpy().astype(np.int64)
     return np.maximum.accumulate(ts) - ts
 
