@@ -141,7 +141,7 @@ def class_archive_path() -> Path:
     """
     from pyspark import __version__ as spark_version
 
-    java = shutil.which("java") or ""
+    java = _java_binary()
     java_id = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "none"
     digest = hashlib.sha256(f"{spark_version}|{java_id}|{DELTA_PACKAGE}".encode()).hexdigest()[:12]
     return CLASS_ARCHIVE_DIR / f"driver-spark{spark_version}-{digest}.jsa"
@@ -157,18 +157,22 @@ def build_class_archive() -> Path | None:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    partial.unlink(missing_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "spark_jobs.session", "--class-archive-workload", str(partial)],
-        check=True, stdout=subprocess.DEVNULL,
-    )
-    if not partial.is_file():
-        return None
-    for stale in target.parent.glob("driver-*.jsa"):
-        stale.unlink()
-    partial.rename(target)
-    return target
+    # Per process: two set-ups running at once must not write into the same file.
+    partial = target.with_suffix(f".{os.getpid()}.partial")
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "spark_jobs.session", "--class-archive-workload", str(partial)],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        if not partial.is_file():
+            return None
+        for stale in target.parent.glob("driver-*.jsa"):
+            if stale != target:
+                stale.unlink(missing_ok=True)  # a running JVM keeps its mapping of an unlinked file
+        os.replace(partial, target)
+        return target
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _class_archive_workload(partial: Path) -> None:
@@ -179,7 +183,7 @@ def _class_archive_workload(partial: Path) -> None:
     spark = get_spark("class-archive", conf={
         "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {_QUIET_CDS}",
     })
-    scratch = partial.parent / "workload"
+    scratch = partial.with_suffix(".workload")
     shutil.rmtree(scratch, ignore_errors=True)
     try:
         lines = spark.range(1000).select(F.to_json(F.struct(
@@ -210,6 +214,14 @@ def _class_archive_workload(partial: Path) -> None:
     # The JVM exits when its stdin closes and writes the archive on the way out: wait for that.
     gateway.stdin.close()
     gateway.wait(timeout=300)
+
+
+def _java_binary() -> str | None:
+    """The ``java`` that spark-submit starts: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.isfile(os.path.join(home, "bin", "java")):
+        return os.path.join(home, "bin", "java")
+    return shutil.which("java")
 
 
 def _check_java() -> None:
