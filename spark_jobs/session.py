@@ -225,7 +225,7 @@ def _java_binary() -> str | None:
 
 
 def _check_java() -> None:
-    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+    if not _java_binary():
         raise RuntimeError("Java 17 or newer is required by Spark: install a JDK (e.g. openjdk-17)")
 
 
