@@ -57,6 +57,9 @@ ARCHIVE_SCHEMA = (
 )
 OUT_OF_ORDERNESS_S = 5
 ALLOWED_LATENESS_S = 30
+# Bumped when split_archive's output changes, so that cached splits are rebuilt (2: ties in ingest
+# time go by partition, as in the replay, not by offset).
+_SPLIT_VERSION = 2
 _STEPS = re.compile(r"^\s*steps: (.*)$")
 _INGEST_TS = re.compile(rb'"ingest_ts": (\d+)')
 _OFFSET = re.compile(rb'"offset": (\d+)')
@@ -97,7 +100,7 @@ def split_archive(archive: dict[str, Any], parts: int) -> str:
     root = Path(archive["path"]).parent
     out = root / f"split-{parts}"
     marker = out / "_split.json"
-    if marker.exists():
+    if marker.exists() and json.loads(marker.read_text()).get("version") == _SPLIT_VERSION:
         return str(out / "files")
     if out.exists():
         shutil.rmtree(out)
@@ -107,7 +110,7 @@ def split_archive(archive: dict[str, Any], parts: int) -> str:
         _split_parquet(archive, parts, files_dir)
     else:
         _split_jsonl(archive, parts, files_dir)
-    marker.write_text(json.dumps({"parts": parts}))
+    marker.write_text(json.dumps({"parts": parts, "version": _SPLIT_VERSION}))
     return str(files_dir)
 
 
@@ -127,14 +130,18 @@ def _partition_lines(directory: Path):
                 yield previous, line if line.endswith(b"\n") else line + b"\n"
 
 
+def _replay_keyed(partition: int, lines: Any) -> Any:
+    """``(ingest time, partition, offset), line``: the replay's sort key. (A function, not a
+    generator expression in a comprehension, which would read the loop's last partition lazily.)"""
+    for (ingest, offset), line in lines:
+        yield (ingest, partition, offset), line
+
+
 def _split_jsonl(archive: dict[str, Any], parts: int, files_dir: Path) -> None:
     import heapq
 
     partitions = sorted(p for p in Path(archive["path"]).iterdir() if p.is_dir())
-    streams = [
-        (((key[0], number, key[1]), line) for key, line in _partition_lines(p))
-        for number, p in enumerate(partitions)
-    ]
+    streams = [_replay_keyed(number, _partition_lines(p)) for number, p in enumerate(partitions)]
     per_file = -(-archive["events"] // parts)
     merged = heapq.merge(*streams, key=lambda item: item[0])
     base = time.time() - parts - 10
