@@ -17,7 +17,13 @@ memory of the whole process tree (driver Python, JVM, Python workers) from ``/pr
 * ``flat``: hundreds of small replay batches (and the same count of SSS micro-batches): per-batch
   time against batch number and against the open-window state (``operator_state`` rows).
 
-Apache Flink itself is not measured (see BENCHMARKS.md). Results go to
+* ``flink``: Apache Flink's own Java ``WindowOperator`` on the same records (tumbling only:
+  ``bench/flink``, a DataStream job with ``ContinuousEventTimeTrigger``, allowed lateness and a late
+  side output, reading the archive as one file in replay order), when Maven and Java are on the
+  PATH: the job and its jars are built and resolved from Maven Central into ``.cache/m2`` on first
+  use.
+
+Results go to
 ``bench/results/<run>/results.json`` (plus ``summary.md`` and ``bench.png``); ``--plot`` also
 writes the committed plot. ``--quick`` is the smoke size (2k events, one scenario).
 
@@ -48,6 +54,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = PROJECT_ROOT / "bench" / "pipelines"
 RESULTS = PROJECT_ROOT / "bench" / "results"
 PLOT_PATH = PROJECT_ROOT / "docs" / "bench" / "bench.png"
+FLINK_PROJECT = PROJECT_ROOT / "bench" / "flink"
+MAVEN_REPOSITORY = PROJECT_ROOT / ".cache" / "m2"  # Flink's jars: resolved once, never committed
+FLINK_PARALLELISM = 2  # the windows' parallelism: one subtask per core
 SEED = 42
 SCENARIOS = ("tumbling", "sliding", "session")
 # The archive's clickstream fields; corrupt lines parse to nulls and are filtered out.
@@ -260,6 +269,10 @@ def run_measurement(
     spec_path = workdir / "spec.json"
     spec_path.write_text(json.dumps({"result_path": str(workdir / "result.json"), "specs": specs}))
     command = [sys.executable, "-m", "spark_jobs.bench", "_worker", str(spec_path)]
+    flink = specs[0]["kind"] == "flink"
+    if flink:  # the Flink job is its own process: only its JVM is sampled
+        [spec] = specs
+        command = flink_command(spec)
     if py_spy:
         command = [py_spy, "record", "--subprocesses", "--rate", "50", "--format", "raw",
                    "--output", str(workdir / "py-spy.txt"), "--", *command]
@@ -286,6 +299,8 @@ def run_measurement(
         if hasattr(cpu_after, f)
     )
     result_path = workdir / "result.json"
+    if flink and code == 0:
+        result_path.write_text(json.dumps([flink_result(spec)]))
     if code == 0 and result_path.exists():
         results = [{**r, "ok": True} for r in json.loads(result_path.read_text())]
     else:
@@ -736,6 +751,58 @@ def _sss_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any]:
     }
 
 
+# ---- Apache Flink ---------------------------------------------------------------------------------
+def flink_available() -> bool:
+    """Whether the Flink reference can run here: it is built with Maven and runs on Java."""
+    return bool(shutil.which("mvn") and shutil.which("java"))
+
+
+def flink_classpath() -> str:
+    """The Flink job's classpath: its jar and its dependencies, built and resolved (from Maven
+    Central into ``.cache/m2``) when the job's sources are newer than the last build."""
+    target = FLINK_PROJECT / "target"
+    jar, listing = target / "flink-reference-1.jar", target / "classpath.txt"
+    sources = [FLINK_PROJECT / "pom.xml", *(FLINK_PROJECT / "src").rglob("*.java")]
+    built = min((p.stat().st_mtime for p in (jar, listing) if p.exists()), default=0.0)
+    if len([p for p in (jar, listing) if p.exists()]) < 2 or built < max(p.stat().st_mtime for p in sources):
+        print("[bench] building the Flink reference job (Maven; the first build downloads Flink)", flush=True)
+        subprocess.run(
+            ["mvn", "-q", "-B", "-Dstyle.color=never", f"-Dmaven.repo.local={MAVEN_REPOSITORY}", "package",
+             "dependency:build-classpath", f"-Dmdep.outputFile={listing}"],
+            cwd=FLINK_PROJECT, check=True,
+        )
+        for built_file in (jar, listing):  # Maven leaves files it finds up to date untouched
+            built_file.touch()
+    return os.pathsep.join([str(jar), listing.read_text().strip()])
+
+
+def flink_command(spec: dict[str, Any]) -> list[str]:
+    out = Path(spec["workdir"]) / "out"
+    if out.exists():
+        shutil.rmtree(out)
+    return ["java", "-cp", spec["classpath"], "replay.bench.FlinkReference", spec["split"], str(out),
+            str(FLINK_PARALLELISM)]
+
+
+def flink_result(spec: dict[str, Any]) -> dict[str, Any]:
+    """The Flink job's measurement: its own timing of the job, plus how many panes and late
+    records it wrote (one CSV per subtask of each). Flink labels no pane EARLY/ON_TIME/LATE."""
+    out = Path(spec["workdir"]) / "out"
+    info = json.loads((out / "result.json").read_text())
+    panes = sum(len(part.read_text().splitlines()) for part in out.glob("panes.csv-*"))
+    late = sum(len(part.read_text().splitlines()) for part in out.glob("late.csv-*"))
+    result = {
+        "kind": "flink", "scenario": spec["scenario"], "events": spec["events"], "batch_size": None,
+        "label": None, "batches": 1, "wall_seconds": info["wall_seconds"],
+        "events_per_second": round(spec["events"] / info["wall_seconds"], 1),
+        "records_accepted": info["records"], "records_rejected": info["rejected"],
+        "panes_total": panes, "late": late, "flink_version": info["flink_version"],
+        "delta": delta_file_counts(out),
+    }
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
 # ---- Spark event logs ---------------------------------------------------------------------------
 def event_log_profile(directory: Path, windows: list[list[float]]) -> dict[str, Any]:
     """Per replay batch, from the Spark event log: how long Spark jobs ran (their union: the rest
@@ -836,6 +903,10 @@ def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
                 items.append({"kind": "replay", "scenario": scenario, "events": events, "batch_size": size})
                 items.append({"kind": "sss", "scenario": scenario, "events": events, "batch_size": size,
                               "parts": -(-events // size)})
+    if args.flink:
+        for events in args.events:
+            if "tumbling" in args.scenarios:
+                items.append({"kind": "flink", "scenario": "tumbling", "events": events})
     if args.flat and not args.quick:
         count, size = args.flat
         events = count * size
@@ -853,6 +924,9 @@ def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
 def _spec(item: dict[str, Any], args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     archive = prepare_archive(args.root, item["events"], args.seed, args.format)
     spec = {**item, "archive": archive["path"], "format": args.format}
+    if item["kind"] == "flink":
+        spec["split"] = split_archive(archive, 1)
+        spec["classpath"] = flink_classpath()
     if item["kind"] == "sss":
         spec["split"] = split_archive(archive, item["parts"])
         if item["scenario"] == "session":
@@ -961,11 +1035,13 @@ def analyse(results: list[dict[str, Any]]) -> dict[str, Any]:
     sss = {
         (r["scenario"], r["events"], r.get("batch_size"), r.get("label")): r for r in ok if r["kind"] == "sss"
     }
+    flink = {(r["scenario"], r["events"]): r for r in ok if r["kind"] == "flink"}
     rows = []
     for r in ok:
         if r["kind"] != "replay":
             continue
         base = lower.get((r["scenario"], r["events"]))
+        reference = flink.get((r["scenario"], r["events"]))
         twin = sss.get((r["scenario"], r["events"], r["batch_size"], r.get("label")))
         rows.append({
             "scenario": r["scenario"],
@@ -982,6 +1058,9 @@ def analyse(results: list[dict[str, Any]]) -> dict[str, Any]:
             "sss_batches": twin["batches"] if twin else None,
             "vs_batch": round(r["wall_seconds"] / base["wall_seconds"], 2) if base else None,
             "vs_sss": round(r["wall_seconds"] / twin["wall_seconds"], 2) if twin else None,
+            "flink_wall": reference["wall_seconds"] if reference else None,
+            "vs_flink": round(r["wall_seconds"] / reference["wall_seconds"], 2) if reference else None,
+            "flink_peak_rss_gib": round(reference["peak_rss_bytes"] / 2**30, 2) if reference else None,
             "replay_cpu": r.get("cpu_seconds"),
             "batch_cpu": base.get("cpu_seconds") if base else None,
             "sss_cpu": twin.get("cpu_seconds") if twin else None,
@@ -1101,6 +1180,18 @@ def summary_markdown(report: dict[str, Any]) -> str:
             f"{_fmt(row['sss_peak_rss_gib'], 2)}/{_fmt(row['batch_peak_rss_gib'], 2)} | "
             f"{row['delta_files']}/{_fmt(row['sss_delta_files'], 0)} |"
         )
+    flink_rows = [r for r in report["analysis"]["comparison"] if r.get("flink_wall")]
+    if flink_rows:
+        lines += ["", "Apache Flink (its Java WindowOperator, same records in replay order):", "",
+                  "| scenario | events | batch size | replay s | Flink s | replay/Flink "
+                  "| RSS GiB (replay/Flink) |",
+                  "|---|---|---|---|---|---|---|"]
+        for row in flink_rows:
+            lines.append(
+                f"| {row['scenario']} | {row['events']:,} | {row['batch_size']:,} | "
+                f"{row['replay_wall']:.1f} | {row['flink_wall']:.1f} | {row['vs_flink']:.2f}x | "
+                f"{row['peak_rss_gib']}/{row['flink_peak_rss_gib']} |"
+            )
     lines += ["", "CPU-seconds of each measured process tree (less sensitive to other load than wall):", "",
               "| scenario | events | batch size | replay CPU s | batch CPU s | SSS CPU s | replay/batch "
               "| replay/SSS | load avg | foreign CPU s |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -1292,6 +1383,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"also write the plot here (e.g. {PLOT_PATH})")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="per-measurement timeout (s)")
     parser.add_argument("--only", default=None, help="run only plan items whose name contains this")
+    parser.add_argument("--no-flink", action="store_true",
+                        help="skip Apache Flink (runs when mvn and java are on the PATH; not with --quick)")
     args = parser.parse_args(argv)
     if args.events is None:
         args.events = [2000] if args.quick else [1_000_000, 10_000_000]
@@ -1300,6 +1393,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.flat == (0, 0):
         args.flat = None
     args.py_spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
+    args.flink = not (args.quick or args.no_flink) and flink_available()
     return args
 
 

@@ -1,0 +1,302 @@
+package replay.bench;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.HashSet;
+import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.eventtime.Watermark;
+import org.apache.flink.api.common.eventtime.WatermarkGenerator;
+import org.apache.flink.api.common.eventtime.WatermarkOutput;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.AggregateFunction;
+import org.apache.flink.api.common.accumulators.LongCounter;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichFlatMapFunction;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
+import org.apache.flink.connector.file.src.FileSource;
+import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.triggers.ContinuousEventTimeTrigger;
+import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
+import org.apache.flink.util.Collector;
+import org.apache.flink.util.OutputTag;
+
+/**
+ * The benchmark's "tumbling" scenario as a Flink DataStream job: 1-minute tumbling event-time
+ * windows per page, a continuous event-time trigger every 10 s, 5 s bounded out-of-orderness with
+ * a watermark after every record, 30 s allowed lateness, late records to a side output; count,
+ * sum(value) and count(distinct user_id) per pane, incrementally.
+ *
+ * <p>Flink's own {@code WindowOperator} and {@code ContinuousEventTimeTrigger} run in the JVM. The
+ * input is read by one source reader in file order (one file in replay order keeps the replay's
+ * record order), parsed and watermarked in that one task; the windows run with the given
+ * parallelism.
+ *
+ * <p>Arguments: input path, output directory, window parallelism. Writes panes.csv-N and
+ * late.csv-N (page, ts, user_id; one per subtask) and result.json (wall time, counts) to the output directory.
+ */
+public final class FlinkReference {
+    static final long OUT_OF_ORDERNESS_MS = 5_000;
+    static final long IDLE_TIMEOUT_MS = 60_000;
+
+    private FlinkReference() {}
+
+    /** One accepted click. Public fields and a no-arg constructor: a Flink POJO. */
+    public static final class Click {
+        public long ts;
+        public long ingestTs;
+        public int partition;
+        public String page;
+        public String userId;
+        public double value;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String input = args[0];
+        Path out = Paths.get(args[1]);
+        int parallelism = Integer.parseInt(args[2]);
+        Files.createDirectories(out);
+
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+        env.setParallelism(parallelism);
+        env.getConfig().setAutoWatermarkInterval(0); // watermarks come from onEvent, per record
+
+        FileSource<String> source =
+                FileSource.forRecordStreamFormat(new TextLineInputFormat(), new org.apache.flink.core.fs.Path(input))
+                        .build();
+        OutputTag<Click> lateTag = new OutputTag<>("late") {};
+        SingleOutputStreamOperator<String> panes = env
+                .fromSource(source, WatermarkStrategy.noWatermarks(), "archive")
+                .setParallelism(1)
+                .flatMap(new ParseClicks())
+                .setParallelism(1)
+                .assignTimestampsAndWatermarks(WatermarkStrategy.<Click>forGenerator(ctx -> new PartitionWatermarks())
+                        .withTimestampAssigner((click, previous) -> click.ts))
+                .setParallelism(1)
+                .keyBy(click -> click.page)
+                .window(TumblingEventTimeWindows.of(Duration.ofMinutes(1)))
+                .trigger(ContinuousEventTimeTrigger.of(Duration.ofSeconds(10)))
+                .allowedLateness(Duration.ofSeconds(30))
+                .sideOutputLateData(lateTag)
+                .aggregate(new ClickAggregate(), new PaneRow());
+        panes.sinkTo(new CsvFiles(out.resolve("panes.csv").toString()));
+        panes.getSideOutput(lateTag)
+                .map(click -> click.page + "," + click.ts + "," + click.userId)
+                .sinkTo(new CsvFiles(out.resolve("late.csv").toString()));
+
+        long started = System.nanoTime();
+        JobExecutionResult result = env.execute("flink-reference");
+        double wall = (System.nanoTime() - started) / 1e9;
+        Long records = result.getAccumulatorResult("records");
+        Long rejected = result.getAccumulatorResult("rejected");
+        String json = String.format(
+                "{\"wall_seconds\": %.3f, \"records\": %d, \"rejected\": %d, \"flink_version\": \"%s\"}%n",
+                wall, records, rejected, org.apache.flink.runtime.util.EnvironmentInformation.getVersion());
+        Files.writeString(out.resolve("result.json"), json);
+    }
+
+    /**
+     * JSON line -> Click. A line that is not one JSON object with integer ts, ingest_ts, partition
+     * and offset, string event_id and page, and a numeric (or absent, or null) value is counted
+     * and dropped, as the replay quarantines it; user_id may be absent (count distinct skips it).
+     */
+    static final class ParseClicks extends RichFlatMapFunction<String, Click> {
+        private transient JsonFactory json;
+        private final LongCounter records = new LongCounter();
+        private final LongCounter rejected = new LongCounter();
+
+        @Override
+        public void open(OpenContext context) {
+            json = new JsonFactory();
+            getRuntimeContext().addAccumulator("records", records);
+            getRuntimeContext().addAccumulator("rejected", rejected);
+        }
+
+        @Override
+        public void flatMap(String line, Collector<Click> out) {
+            if (line.isBlank()) {
+                return;
+            }
+            Click click = new Click();
+            boolean hasTs = false;
+            boolean hasIngestTs = false;
+            boolean hasPartition = false;
+            boolean hasOffset = false;
+            boolean hasId = false;
+            boolean badValue = false;
+            try (JsonParser parser = json.createParser(line)) {
+                if (parser.nextToken() != JsonToken.START_OBJECT) {
+                    rejected.add(1);
+                    return;
+                }
+                while (parser.nextToken() == JsonToken.FIELD_NAME) {
+                    String field = parser.currentName();
+                    JsonToken token = parser.nextToken();
+                    switch (field) {
+                        case "ts" -> {
+                            hasTs = token == JsonToken.VALUE_NUMBER_INT;
+                            click.ts = hasTs ? parser.getLongValue() : 0;
+                        }
+                        case "ingest_ts" -> {
+                            hasIngestTs = token == JsonToken.VALUE_NUMBER_INT;
+                            click.ingestTs = hasIngestTs ? parser.getLongValue() : 0;
+                        }
+                        case "partition" -> {
+                            hasPartition = token == JsonToken.VALUE_NUMBER_INT;
+                            click.partition = hasPartition ? parser.getIntValue() : 0;
+                        }
+                        case "offset" -> hasOffset = token == JsonToken.VALUE_NUMBER_INT;
+                        case "event_id" -> hasId = token == JsonToken.VALUE_STRING;
+                        case "page" -> click.page = token == JsonToken.VALUE_STRING ? parser.getText() : null;
+                        case "user_id" -> click.userId = token == JsonToken.VALUE_STRING ? parser.getText() : null;
+                        case "value" -> {
+                            badValue = !token.isNumeric() && token != JsonToken.VALUE_NULL;
+                            click.value = token.isNumeric() ? parser.getDoubleValue() : 0.0;
+                        }
+                        default -> parser.skipChildren();
+                    }
+                }
+                if (parser.nextToken() != null) { // trailing content after the object
+                    rejected.add(1);
+                    return;
+                }
+            } catch (IOException malformed) {
+                rejected.add(1);
+                return;
+            }
+            if (!(hasTs && hasIngestTs && hasPartition && hasOffset && hasId) || badValue || click.page == null) {
+                rejected.add(1);
+                return;
+            }
+            records.add(1);
+            out.collect(click);
+        }
+    }
+
+    /**
+     * The replay's watermark, as a Flink source with per-partition watermarks would make it: each
+     * archive partition's own bounded out-of-orderness watermark (max timestamp - delay - 1), the
+     * minimum over partitions not idle (silent for less than the idle timeout of replay clock,
+     * i.e. ingest time), emitted after every record whenever it advances.
+     */
+    static final class PartitionWatermarks implements WatermarkGenerator<Click> {
+        private final HashMap<Integer, long[]> partitions = new HashMap<>(); // {max timestamp, last clock}
+        private long emitted = Long.MIN_VALUE;
+
+        @Override
+        public void onEvent(Click click, long timestamp, WatermarkOutput output) {
+            long[] own = partitions.computeIfAbsent(click.partition, p -> new long[] {Long.MIN_VALUE, Long.MIN_VALUE});
+            own[0] = Math.max(own[0], timestamp);
+            own[1] = Math.max(own[1], click.ingestTs);
+            long combined = Long.MAX_VALUE;
+            for (long[] partition : partitions.values()) {
+                if (click.ingestTs - partition[1] < IDLE_TIMEOUT_MS) {
+                    combined = Math.min(combined, partition[0] - OUT_OF_ORDERNESS_MS - 1);
+                }
+            }
+            if (combined > emitted) {
+                emitted = combined;
+                output.emitWatermark(new Watermark(combined));
+            }
+        }
+
+        @Override
+        public void onPeriodicEmit(WatermarkOutput output) {}
+    }
+
+    /** count(*), sum(value), count(distinct user_id), kept incrementally per window. */
+    public static final class Totals {
+        public long clicks;
+        public double revenue;
+        public HashSet<String> users = new HashSet<>();
+    }
+
+    static final class ClickAggregate implements AggregateFunction<Click, Totals, Totals> {
+        @Override
+        public Totals createAccumulator() {
+            return new Totals();
+        }
+
+        @Override
+        public Totals add(Click click, Totals totals) {
+            totals.clicks++;
+            totals.revenue += click.value;
+            if (click.userId != null) {
+                totals.users.add(click.userId);
+            }
+            return totals;
+        }
+
+        @Override
+        public Totals getResult(Totals totals) {
+            return totals;
+        }
+
+        @Override
+        public Totals merge(Totals a, Totals b) {
+            a.clicks += b.clicks;
+            a.revenue += b.revenue;
+            a.users.addAll(b.users);
+            return a;
+        }
+    }
+
+    /**
+     * One CSV row per pane: page, window start and end, clicks, revenue, users. (Flink does not
+     * tell a window function which timer fired, so panes carry no EARLY/ON_TIME/LATE label.)
+     */
+    static final class PaneRow extends ProcessWindowFunction<Totals, String, String, TimeWindow> {
+        @Override
+        public void process(String page, Context context, Iterable<Totals> totals, Collector<String> out) {
+            Totals t = totals.iterator().next();
+            out.collect(page + "," + context.window().getStart() + "," + context.window().getEnd() + ","
+                    + t.clicks + "," + t.revenue + "," + t.users.size());
+        }
+    }
+
+    /** Rows to one local file per subtask: the benchmark's output, without checkpoint-bound commits. */
+    static final class CsvFiles implements Sink<String> {
+        private final String prefix;
+
+        CsvFiles(String prefix) {
+            this.prefix = prefix;
+        }
+
+        @Override
+        public SinkWriter<String> createWriter(WriterInitContext context) throws IOException {
+            Path file = Paths.get(prefix + "-" + context.getTaskInfo().getIndexOfThisSubtask());
+            BufferedWriter writer = Files.newBufferedWriter(file, StandardCharsets.UTF_8);
+            return new SinkWriter<>() {
+                @Override
+                public void write(String row, Context context) throws IOException {
+                    writer.write(row);
+                    writer.newLine();
+                }
+
+                @Override
+                public void flush(boolean endOfInput) throws IOException {
+                    writer.flush();
+                }
+
+                @Override
+                public void close() throws IOException {
+                    writer.close();
+                }
+            };
+        }
+    }
+}
