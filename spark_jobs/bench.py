@@ -17,11 +17,11 @@ memory of the whole process tree (driver Python, JVM, Python workers) from ``/pr
 * ``flat``: hundreds of small replay batches (and the same count of SSS micro-batches): per-batch
   time against batch number and against the open-window state (``operator_state`` rows).
 
-* ``flink``: Apache Flink's own Java ``WindowOperator`` on the same records (tumbling only:
-  ``bench/flink``, a DataStream job with ``ContinuousEventTimeTrigger``, allowed lateness and a late
-  side output, reading the archive as one file in replay order), when Maven and Java are on the
-  PATH: the job and its jars are built and resolved from Maven Central into ``.cache/m2`` on first
-  use.
+* ``flink``: Apache Flink's own Java ``WindowOperator`` on the same records, each scenario
+  (``bench/flink``: a DataStream job with the scenario's window assigner and trigger, allowed
+  lateness and a late side output, reading the archive as one file in replay order), when Maven
+  and Java are on the PATH: the job and its jars are built and resolved from Maven Central into
+  ``.cache/m2`` on first use.
 
 Results go to
 ``bench/results/<run>/results.json`` (plus ``summary.md`` and ``bench.png``); ``--plot`` also
@@ -768,11 +768,13 @@ def flink_classpath() -> str:
     built = min((p.stat().st_mtime for p in (jar, listing) if p.exists()), default=0.0)
     if len([p for p in (jar, listing) if p.exists()]) < 2 or built < max(p.stat().st_mtime for p in sources):
         print("[bench] building the Flink reference job (Maven; the first build downloads Flink)", flush=True)
-        subprocess.run(
-            ["mvn", "-q", "-B", "-Dstyle.color=never", f"-Dmaven.repo.local={MAVEN_REPOSITORY}", "package",
+        build = subprocess.run(
+            ["mvn", "-q", "-B", f"-Dmaven.repo.local={MAVEN_REPOSITORY}", "package",
              "dependency:build-classpath", f"-Dmdep.outputFile={listing}"],
-            cwd=FLINK_PROJECT, check=True,
+            cwd=FLINK_PROJECT, capture_output=True, text=True,
         )
+        if build.returncode != 0:
+            raise RuntimeError(f"building bench/flink failed:\n{build.stdout[-3000:]}{build.stderr[-3000:]}")
         for built_file in (jar, listing):  # Maven leaves files it finds up to date untouched
             built_file.touch()
     return os.pathsep.join([str(jar), listing.read_text().strip()])
@@ -783,7 +785,7 @@ def flink_command(spec: dict[str, Any]) -> list[str]:
     if out.exists():
         shutil.rmtree(out)
     return ["java", "-cp", spec["classpath"], "replay.bench.FlinkReference", spec["split"], str(out),
-            str(FLINK_PARALLELISM)]
+            str(FLINK_PARALLELISM), spec["scenario"]]
 
 
 def flink_result(spec: dict[str, Any]) -> dict[str, Any]:
@@ -907,8 +909,8 @@ def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
                               "parts": -(-events // size)})
     if args.flink:
         for events in args.events:
-            if "tumbling" in args.scenarios:
-                items.append({"kind": "flink", "scenario": "tumbling", "events": events})
+            for scenario in args.scenarios:
+                items.append({"kind": "flink", "scenario": scenario, "events": events})
     if args.flat and not args.quick:
         count, size = args.flat
         events = count * size

@@ -3,6 +3,7 @@ package replay.bench;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -12,23 +13,30 @@ import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.HashSet;
+
 import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.accumulators.LongCounter;
 import org.apache.flink.api.common.eventtime.Watermark;
 import org.apache.flink.api.common.eventtime.WatermarkGenerator;
 import org.apache.flink.api.common.eventtime.WatermarkOutput;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.AggregateFunction;
-import org.apache.flink.api.common.accumulators.LongCounter;
+import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichFlatMapFunction;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
+import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
+import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.datastream.WindowedStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.EventTimeSessionWindows;
+import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.streaming.api.windowing.triggers.ContinuousEventTimeTrigger;
 import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
@@ -36,18 +44,23 @@ import org.apache.flink.util.Collector;
 import org.apache.flink.util.OutputTag;
 
 /**
- * The benchmark's "tumbling" scenario as a Flink DataStream job: 1-minute tumbling event-time
- * windows per page, a continuous event-time trigger every 10 s, 5 s bounded out-of-orderness with
- * a watermark after every record, 30 s allowed lateness, late records to a side output; count,
- * sum(value) and count(distinct user_id) per pane, incrementally.
+ * The benchmark's scenarios as Flink DataStream jobs, on Flink's own {@code WindowOperator}:
  *
- * <p>Flink's own {@code WindowOperator} and {@code ContinuousEventTimeTrigger} run in the JVM. The
- * input is read by one source reader in file order (one file in replay order keeps the replay's
- * record order), parsed and watermarked in that one task; the windows run with the given
- * parallelism.
+ * <ul>
+ *   <li>tumbling: 1-minute windows per page, a continuous event-time trigger every 10 s;
+ *   <li>sliding: 1-minute windows every 10 s per page, the event-time trigger;
+ *   <li>session: 30 s gap per user (merging windows), the event-time trigger;
+ * </ul>
  *
- * <p>Arguments: input path, output directory, window parallelism. Writes panes.csv-N and
- * late.csv-N (page, ts, user_id; one per subtask) and result.json (wall time, counts) to the output directory.
+ * <p>all with 30 s allowed lateness, late records to a side output, and count, sum(value) and a
+ * distinct count (users per page, pages per user) kept incrementally per window. The watermark is
+ * the replay's (see {@link PartitionWatermarks}). The input is read by one source reader in file
+ * order (one file in replay order keeps the replay's record order), parsed and watermarked in
+ * that one task; the windows run with the given parallelism.
+ *
+ * <p>Arguments: input path, output directory, window parallelism, scenario. Writes panes.csv-N
+ * (key, window start and end, count, sum, distinct count) and late.csv-N (key, ts, the distinct
+ * field), one per subtask, and result.json (wall time, counts) to the output directory.
  */
 public final class FlinkReference {
     static final long OUT_OF_ORDERNESS_MS = 5_000;
@@ -69,6 +82,8 @@ public final class FlinkReference {
         String input = args[0];
         Path out = Paths.get(args[1]);
         int parallelism = Integer.parseInt(args[2]);
+        String scenario = args[3];
+        boolean byUser = scenario.equals("session");
         Files.createDirectories(out);
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
@@ -79,23 +94,29 @@ public final class FlinkReference {
                 FileSource.forRecordStreamFormat(new TextLineInputFormat(), new org.apache.flink.core.fs.Path(input))
                         .build();
         OutputTag<Click> lateTag = new OutputTag<>("late") {};
-        SingleOutputStreamOperator<String> panes = env
+        SingleOutputStreamOperator<Click> clicks = env
                 .fromSource(source, WatermarkStrategy.noWatermarks(), "archive")
                 .setParallelism(1)
-                .flatMap(new ParseClicks())
+                .flatMap(new ParseClicks(byUser))
                 .setParallelism(1)
                 .assignTimestampsAndWatermarks(WatermarkStrategy.<Click>forGenerator(ctx -> new PartitionWatermarks())
                         .withTimestampAssigner((click, previous) -> click.ts))
-                .setParallelism(1)
-                .keyBy(click -> click.page)
-                .window(TumblingEventTimeWindows.of(Duration.ofMinutes(1)))
-                .trigger(ContinuousEventTimeTrigger.of(Duration.ofSeconds(10)))
+                .setParallelism(1);
+        KeyedStream<Click, String> keyed = clicks.keyBy(new KeyOf(byUser));
+        WindowedStream<Click, String, TimeWindow> windowed = switch (scenario) {
+            case "tumbling" -> keyed.window(TumblingEventTimeWindows.of(Duration.ofMinutes(1)))
+                    .trigger(ContinuousEventTimeTrigger.of(Duration.ofSeconds(10)));
+            case "sliding" -> keyed.window(SlidingEventTimeWindows.of(Duration.ofMinutes(1), Duration.ofSeconds(10)));
+            case "session" -> keyed.window(EventTimeSessionWindows.withGap(Duration.ofSeconds(30)));
+            default -> throw new IllegalArgumentException("unknown scenario: " + scenario);
+        };
+        SingleOutputStreamOperator<String> panes = windowed
                 .allowedLateness(Duration.ofSeconds(30))
                 .sideOutputLateData(lateTag)
-                .aggregate(new ClickAggregate(), new PaneRow());
+                .aggregate(new ClickAggregate(byUser), new PaneRow());
         panes.sinkTo(new CsvFiles(out.resolve("panes.csv").toString()));
         panes.getSideOutput(lateTag)
-                .map(click -> click.page + "," + click.ts + "," + click.userId)
+                .map(new LateRow(byUser))
                 .sinkTo(new CsvFiles(out.resolve("late.csv").toString()));
 
         long started = System.nanoTime();
@@ -111,13 +132,19 @@ public final class FlinkReference {
 
     /**
      * JSON line -> Click. A line that is not one JSON object with integer ts, ingest_ts, partition
-     * and offset, string event_id and page, and a numeric (or absent, or null) value is counted
-     * and dropped, as the replay quarantines it; user_id may be absent (count distinct skips it).
+     * and offset, string event_id and key (page, or user_id for sessions), and a numeric (or
+     * absent, or null) value is counted and dropped, as the replay quarantines it; the distinct
+     * counted field may be absent (count distinct skips it).
      */
     static final class ParseClicks extends RichFlatMapFunction<String, Click> {
+        private final boolean byUser;
         private transient JsonFactory json;
         private final LongCounter records = new LongCounter();
         private final LongCounter rejected = new LongCounter();
+
+        ParseClicks(boolean byUser) {
+            this.byUser = byUser;
+        }
 
         @Override
         public void open(OpenContext context) {
@@ -178,7 +205,8 @@ public final class FlinkReference {
                 rejected.add(1);
                 return;
             }
-            if (!(hasTs && hasIngestTs && hasPartition && hasOffset && hasId) || badValue || click.page == null) {
+            if (!(hasTs && hasIngestTs && hasPartition && hasOffset && hasId) || badValue
+                    || (byUser ? click.userId : click.page) == null) {
                 rejected.add(1);
                 return;
             }
@@ -218,14 +246,20 @@ public final class FlinkReference {
         public void onPeriodicEmit(WatermarkOutput output) {}
     }
 
-    /** count(*), sum(value), count(distinct user_id), kept incrementally per window. */
+    /** count(*), sum(value) and a distinct count, kept incrementally per window. */
     public static final class Totals {
         public long clicks;
         public double revenue;
-        public HashSet<String> users = new HashSet<>();
+        public HashSet<String> distinct = new HashSet<>();
     }
 
     static final class ClickAggregate implements AggregateFunction<Click, Totals, Totals> {
+        private final boolean byUser;
+
+        ClickAggregate(boolean byUser) {
+            this.byUser = byUser;
+        }
+
         @Override
         public Totals createAccumulator() {
             return new Totals();
@@ -235,8 +269,9 @@ public final class FlinkReference {
         public Totals add(Click click, Totals totals) {
             totals.clicks++;
             totals.revenue += click.value;
-            if (click.userId != null) {
-                totals.users.add(click.userId);
+            String distinct = byUser ? click.page : click.userId;
+            if (distinct != null) {
+                totals.distinct.add(distinct);
             }
             return totals;
         }
@@ -250,21 +285,50 @@ public final class FlinkReference {
         public Totals merge(Totals a, Totals b) {
             a.clicks += b.clicks;
             a.revenue += b.revenue;
-            a.users.addAll(b.users);
+            a.distinct.addAll(b.distinct);
             return a;
         }
     }
 
     /**
-     * One CSV row per pane: page, window start and end, clicks, revenue, users. (Flink does not
+     * One CSV row per pane: key, window start and end, count, sum, distinct count. (Flink does not
      * tell a window function which timer fired, so panes carry no EARLY/ON_TIME/LATE label.)
      */
     static final class PaneRow extends ProcessWindowFunction<Totals, String, String, TimeWindow> {
         @Override
-        public void process(String page, Context context, Iterable<Totals> totals, Collector<String> out) {
+        public void process(String key, Context context, Iterable<Totals> totals, Collector<String> out) {
             Totals t = totals.iterator().next();
-            out.collect(page + "," + context.window().getStart() + "," + context.window().getEnd() + ","
-                    + t.clicks + "," + t.revenue + "," + t.users.size());
+            out.collect(key + "," + context.window().getStart() + "," + context.window().getEnd() + ","
+                    + t.clicks + "," + t.revenue + "," + t.distinct.size());
+        }
+    }
+
+    /** The scenario's key: the page, or the user for sessions. */
+    static final class KeyOf implements KeySelector<Click, String> {
+        private final boolean byUser;
+
+        KeyOf(boolean byUser) {
+            this.byUser = byUser;
+        }
+
+        @Override
+        public String getKey(Click click) {
+            return byUser ? click.userId : click.page;
+        }
+    }
+
+    /** One CSV row per late record: key, ts, the distinct counted field. */
+    static final class LateRow implements MapFunction<Click, String> {
+        private final boolean byUser;
+
+        LateRow(boolean byUser) {
+            this.byUser = byUser;
+        }
+
+        @Override
+        public String map(Click click) {
+            return byUser ? click.userId + "," + click.ts + "," + click.page
+                    : click.page + "," + click.ts + "," + click.userId;
         }
     }
 
