@@ -1277,6 +1277,10 @@ def plot(report: dict[str, Any], paths: list[Path]) -> None:
         if lower:
             ax.axhline(lower[0]["events_per_second"], color="tab:green", ls="--",
                        label="plain batch (lower bound)")
+        flink = [r for r in chosen if r["kind"] == "flink"]
+        if flink:
+            ax.axhline(flink[0]["events_per_second"], color="tab:purple", ls=":",
+                       label="Apache Flink (its Java operator)")
         ax.set_xticks(range(len(sizes)))
         ax.set_xticklabels([f"{-(-_events_at(chosen, s) // s)} batches\nof {s:,}" for s in sizes])
         ax.set_ylabel("events/s (wall, ingest included)")
