@@ -754,6 +754,11 @@ def _sss_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any]:
 
 
 # ---- Apache Flink ---------------------------------------------------------------------------------
+class FlinkBuildError(RuntimeError):
+    """Maven could not build the Flink job (e.g. Maven Central unreachable): that measurement fails,
+    the others still run."""
+
+
 def flink_available() -> bool:
     """Whether the Flink reference can run here: it is built with Maven and runs on Java."""
     return bool(shutil.which("mvn") and shutil.which("java"))
@@ -774,7 +779,8 @@ def flink_classpath() -> str:
             cwd=FLINK_PROJECT, capture_output=True, text=True,
         )
         if build.returncode != 0:
-            raise RuntimeError(f"building bench/flink failed:\n{build.stdout[-3000:]}{build.stderr[-3000:]}")
+            output = build.stdout[-3000:] + build.stderr[-3000:]
+            raise FlinkBuildError(f"building bench/flink failed:\n{output}")
         for built_file in (jar, listing):  # Maven leaves files it finds up to date untouched
             built_file.touch()
     return os.pathsep.join([str(jar), listing.read_text().strip()])
@@ -958,8 +964,13 @@ def _print(name: str, result: dict[str, Any], run: str = "") -> None:
 
 
 def _measure(item: dict[str, Any], args: argparse.Namespace, index: int) -> dict[str, Any]:
-    spec, archive = _spec(item, args)
     name = _name(index, item)
+    try:
+        spec, archive = _spec(item, args)
+    except FlinkBuildError as error:
+        failed = {**item, "ok": False, "error": str(error)}
+        _print(name, failed)
+        return failed
     runs = []
     for repeat in range(args.repeats):
         py_spy = args.py_spy if (args.profile and item["kind"] == "replay" and repeat == 0) else None
