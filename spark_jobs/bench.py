@@ -787,6 +787,8 @@ def flink_classpath() -> str:
 
 
 def flink_command(spec: dict[str, Any]) -> list[str]:
+    """The java command line of the measurement; its output directory is emptied first (the row
+    counts are of every CSV file in it)."""
     out = Path(spec["workdir"]) / "out"
     if out.exists():
         shutil.rmtree(out)
@@ -1408,7 +1410,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="per-measurement timeout (s)")
     parser.add_argument("--only", default=None, help="run only plan items whose name contains this")
     parser.add_argument("--no-flink", action="store_true",
-                        help="skip Apache Flink (runs when mvn and java are on the PATH; not with --quick)")
+                        help="skip Apache Flink (run when mvn and java are found; not --quick or Parquet)")
     args = parser.parse_args(argv)
     if args.events is None:
         args.events = [2000] if args.quick else [1_000_000, 10_000_000]
@@ -1417,7 +1419,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.flat == (0, 0):
         args.flat = None
     args.py_spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
-    args.flink = not (args.quick or args.no_flink) and flink_available()
+    # Flink reads the archive's lines: JSON Lines (plain or gzip, which the split decompresses).
+    args.flink = not (args.quick or args.no_flink) and args.format != "parquet" and flink_available()
     return args
 
 
