@@ -21,13 +21,11 @@ import org.apache.flink.api.common.eventtime.WatermarkGenerator;
 import org.apache.flink.api.common.eventtime.WatermarkOutput;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.AggregateFunction;
-import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichFlatMapFunction;
 import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
 import org.apache.flink.api.connector.sink2.WriterInitContext;
-import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
@@ -73,8 +71,10 @@ public final class FlinkReference {
         public long ts;
         public long ingestTs;
         public int partition;
-        public String page;
-        public String userId;
+        /** The scenario's key: the page, or the user for sessions. */
+        public String key;
+        /** What the scenario counts distinct: the user, or the page for sessions. */
+        public String distinct;
         public double value;
     }
 
@@ -102,7 +102,7 @@ public final class FlinkReference {
                 .assignTimestampsAndWatermarks(WatermarkStrategy.<Click>forGenerator(ctx -> new PartitionWatermarks())
                         .withTimestampAssigner((click, previous) -> click.ts))
                 .setParallelism(1);
-        KeyedStream<Click, String> keyed = clicks.keyBy(new KeyOf(byUser));
+        KeyedStream<Click, String> keyed = clicks.keyBy(click -> click.key);
         WindowedStream<Click, String, TimeWindow> windowed = switch (scenario) {
             case "tumbling" -> keyed.window(TumblingEventTimeWindows.of(Duration.ofMinutes(1)))
                     .trigger(ContinuousEventTimeTrigger.of(Duration.ofSeconds(10)));
@@ -113,10 +113,10 @@ public final class FlinkReference {
         SingleOutputStreamOperator<String> panes = windowed
                 .allowedLateness(Duration.ofSeconds(30))
                 .sideOutputLateData(lateTag)
-                .aggregate(new ClickAggregate(byUser), new PaneRow());
+                .aggregate(new ClickAggregate(), new PaneRow());
         panes.sinkTo(new CsvFiles(out.resolve("panes.csv").toString()));
         panes.getSideOutput(lateTag)
-                .map(new LateRow(byUser))
+                .map(click -> click.key + "," + click.ts + "," + click.distinct)
                 .sinkTo(new CsvFiles(out.resolve("late.csv").toString()));
 
         long started = System.nanoTime();
@@ -165,6 +165,8 @@ public final class FlinkReference {
             boolean hasOffset = false;
             boolean hasId = false;
             boolean badValue = false;
+            String page = null;
+            String user = null;
             try (JsonParser parser = json.createParser(line)) {
                 if (parser.nextToken() != JsonToken.START_OBJECT) {
                     rejected.add(1);
@@ -188,8 +190,8 @@ public final class FlinkReference {
                         }
                         case "offset" -> hasOffset = token == JsonToken.VALUE_NUMBER_INT;
                         case "event_id" -> hasId = token == JsonToken.VALUE_STRING;
-                        case "page" -> click.page = token == JsonToken.VALUE_STRING ? parser.getText() : null;
-                        case "user_id" -> click.userId = token == JsonToken.VALUE_STRING ? parser.getText() : null;
+                        case "page" -> page = token == JsonToken.VALUE_STRING ? parser.getText() : null;
+                        case "user_id" -> user = token == JsonToken.VALUE_STRING ? parser.getText() : null;
                         case "value" -> {
                             badValue = !token.isNumeric() && token != JsonToken.VALUE_NULL;
                             click.value = token.isNumeric() ? parser.getDoubleValue() : 0.0;
@@ -206,10 +208,12 @@ public final class FlinkReference {
                 return;
             }
             if (!(hasTs && hasIngestTs && hasPartition && hasOffset && hasId) || badValue
-                    || (byUser ? click.userId : click.page) == null) {
+                    || (byUser ? user : page) == null) {
                 rejected.add(1);
                 return;
             }
+            click.key = byUser ? user : page;
+            click.distinct = byUser ? page : user;
             records.add(1);
             out.collect(click);
         }
@@ -254,12 +258,6 @@ public final class FlinkReference {
     }
 
     static final class ClickAggregate implements AggregateFunction<Click, Totals, Totals> {
-        private final boolean byUser;
-
-        ClickAggregate(boolean byUser) {
-            this.byUser = byUser;
-        }
-
         @Override
         public Totals createAccumulator() {
             return new Totals();
@@ -269,9 +267,8 @@ public final class FlinkReference {
         public Totals add(Click click, Totals totals) {
             totals.clicks++;
             totals.revenue += click.value;
-            String distinct = byUser ? click.page : click.userId;
-            if (distinct != null) {
-                totals.distinct.add(distinct);
+            if (click.distinct != null) {
+                totals.distinct.add(click.distinct);
             }
             return totals;
         }
@@ -300,35 +297,6 @@ public final class FlinkReference {
             Totals t = totals.iterator().next();
             out.collect(key + "," + context.window().getStart() + "," + context.window().getEnd() + ","
                     + t.clicks + "," + t.revenue + "," + t.distinct.size());
-        }
-    }
-
-    /** The scenario's key: the page, or the user for sessions. */
-    static final class KeyOf implements KeySelector<Click, String> {
-        private final boolean byUser;
-
-        KeyOf(boolean byUser) {
-            this.byUser = byUser;
-        }
-
-        @Override
-        public String getKey(Click click) {
-            return byUser ? click.userId : click.page;
-        }
-    }
-
-    /** One CSV row per late record: key, ts, the distinct counted field. */
-    static final class LateRow implements MapFunction<Click, String> {
-        private final boolean byUser;
-
-        LateRow(boolean byUser) {
-            this.byUser = byUser;
-        }
-
-        @Override
-        public String map(Click click) {
-            return byUser ? click.userId + "," + click.ts + "," + click.page
-                    : click.page + "," + click.ts + "," + click.userId;
         }
     }
 
