@@ -787,13 +787,43 @@ def flink_classpath() -> str:
 
 
 def flink_command(spec: dict[str, Any]) -> list[str]:
-    """The java command line of the measurement; its output directory is emptied first (the row
-    counts are of every CSV file in it)."""
+    """The java command line of the measurement, the scenario's parameters taken from its pipeline
+    config (the one the replay runs); its output directory is emptied first (the row counts are of
+    every CSV file in it)."""
+    from .triggers.continuous_event_time import ContinuousEventTimeTrigger
+    from .triggers.event_time import EventTimeTrigger
+    from .windows.session import SessionWindows
+    from .windows.sliding import SlidingWindows
+    from .windows.tumbling import TumblingWindows
+
     out = Path(spec["workdir"]) / "out"
     if out.exists():
         shutil.rmtree(out)
+    config = _scenario_config(spec, out, batch_size=1)
+    window, trigger = config.window, config.trigger
+    if isinstance(window, TumblingWindows) and not window.offset:
+        window_arg = f"tumbling:{window.size}"
+    elif isinstance(window, SlidingWindows) and not window.offset:
+        window_arg = f"sliding:{window.size}:{window.slide}"
+    elif isinstance(window, SessionWindows):
+        window_arg = f"session:{window.gap}"
+    else:
+        raise ValueError(f"the Flink reference has no counterpart for {window}")
+    if isinstance(trigger, ContinuousEventTimeTrigger):
+        trigger_arg = f"continuous:{trigger.interval}"
+    elif isinstance(trigger, EventTimeTrigger):
+        trigger_arg = "event_time"
+    else:
+        raise ValueError(f"the Flink reference has no counterpart for {trigger}")
+    watermark = config.watermark
+    if watermark.emit != "per_record":
+        raise ValueError("the Flink reference emits a watermark after every record")
+    idle = watermark.idle_timeout if watermark.idle_timeout is not None else 2**63 - 1
+    [key] = config.key
+    [distinct] = [a.column for a in config.aggregates if a.function == "count_distinct"]
     return ["java", "-cp", spec["classpath"], "replay.bench.FlinkReference", spec["split"], str(out),
-            str(FLINK_PARALLELISM), spec["scenario"]]
+            str(FLINK_PARALLELISM), window_arg, trigger_arg, str(config.allowed_lateness),
+            str(watermark.max_out_of_orderness), str(idle), key, distinct]
 
 
 def flink_result(spec: dict[str, Any]) -> dict[str, Any]:

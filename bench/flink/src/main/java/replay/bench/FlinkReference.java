@@ -42,28 +42,23 @@ import org.apache.flink.util.Collector;
 import org.apache.flink.util.OutputTag;
 
 /**
- * The benchmark's scenarios as Flink DataStream jobs, on Flink's own {@code WindowOperator}:
+ * A benchmark scenario as a Flink DataStream job, on Flink's own {@code WindowOperator}: tumbling,
+ * sliding or session (merging) event-time windows with Flink's event-time or continuous
+ * event-time trigger, allowed lateness, late records to a side output, and count, sum(value) and
+ * a distinct count kept incrementally per window. The watermark is the replay's (see {@link
+ * PartitionWatermarks}). The input is read by one source reader in file order (one file in replay
+ * order keeps the replay's record order), parsed and watermarked in that one task; the windows
+ * run with the given parallelism.
  *
- * <ul>
- *   <li>tumbling: 1-minute windows per page, a continuous event-time trigger every 10 s;
- *   <li>sliding: 1-minute windows every 10 s per page, the event-time trigger;
- *   <li>session: 30 s gap per user (merging windows), the event-time trigger;
- * </ul>
- *
- * <p>all with 30 s allowed lateness, late records to a side output, and count, sum(value) and a
- * distinct count (users per page, pages per user) kept incrementally per window. The watermark is
- * the replay's (see {@link PartitionWatermarks}). The input is read by one source reader in file
- * order (one file in replay order keeps the replay's record order), parsed and watermarked in
- * that one task; the windows run with the given parallelism.
- *
- * <p>Arguments: input path, output directory, window parallelism, scenario. Writes panes.csv-N
- * (key, window start and end, count, sum, distinct count) and late.csv-N (key, ts, the distinct
- * field), one per subtask, and result.json (wall time, counts) to the output directory.
+ * <p>Arguments (spark_jobs.bench derives the scenario's from its pipeline config, so that the two
+ * cannot drift apart): input path, output directory, window parallelism, window
+ * ({@code tumbling:SIZE}, {@code sliding:SIZE:SLIDE} or {@code session:GAP}), trigger ({@code
+ * event_time} or {@code continuous:INTERVAL}), allowed lateness, out-of-orderness, idle timeout
+ * (all milliseconds), key field, distinct-counted field. Writes panes.csv-N (key, window start and
+ * end, count, sum, distinct count) and late.csv-N (key, ts, the distinct field), one per subtask,
+ * and result.json (wall time, counts) to the output directory.
  */
 public final class FlinkReference {
-    static final long OUT_OF_ORDERNESS_MS = 5_000;
-    static final long IDLE_TIMEOUT_MS = 60_000;
-
     private FlinkReference() {}
 
     /** One accepted click. Public fields and a no-arg constructor: a Flink POJO. */
@@ -71,9 +66,9 @@ public final class FlinkReference {
         public long ts;
         public long ingestTs;
         public int partition;
-        /** The scenario's key: the page, or the user for sessions. */
+        /** The key field's value (a string, or null when absent or not a string). */
         public String key;
-        /** What the scenario counts distinct: the user, or the page for sessions. */
+        /** The distinct-counted field's value, likewise. */
         public String distinct;
         public double value;
     }
@@ -82,8 +77,13 @@ public final class FlinkReference {
         String input = args[0];
         Path out = Paths.get(args[1]);
         int parallelism = Integer.parseInt(args[2]);
-        String scenario = args[3];
-        boolean byUser = scenario.equals("session");
+        String[] window = args[3].split(":");
+        String[] trigger = args[4].split(":");
+        Duration lateness = Duration.ofMillis(Long.parseLong(args[5]));
+        long outOfOrderness = Long.parseLong(args[6]);
+        long idleTimeout = Long.parseLong(args[7]);
+        String keyField = args[8];
+        String distinctField = args[9];
         Files.createDirectories(out);
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
@@ -97,21 +97,26 @@ public final class FlinkReference {
         SingleOutputStreamOperator<Click> clicks = env
                 .fromSource(source, WatermarkStrategy.noWatermarks(), "archive")
                 .setParallelism(1)
-                .flatMap(new ParseClicks(byUser))
+                .flatMap(new ParseClicks(keyField, distinctField))
                 .setParallelism(1)
-                .assignTimestampsAndWatermarks(WatermarkStrategy.<Click>forGenerator(ctx -> new PartitionWatermarks())
+                .assignTimestampsAndWatermarks(WatermarkStrategy.<Click>forGenerator(
+                        ctx -> new PartitionWatermarks(outOfOrderness, idleTimeout))
                         .withTimestampAssigner((click, previous) -> click.ts))
                 .setParallelism(1);
         KeyedStream<Click, String> keyed = clicks.keyBy(click -> click.key);
-        WindowedStream<Click, String, TimeWindow> windowed = switch (scenario) {
-            case "tumbling" -> keyed.window(TumblingEventTimeWindows.of(Duration.ofMinutes(1)))
-                    .trigger(ContinuousEventTimeTrigger.of(Duration.ofSeconds(10)));
-            case "sliding" -> keyed.window(SlidingEventTimeWindows.of(Duration.ofMinutes(1), Duration.ofSeconds(10)));
-            case "session" -> keyed.window(EventTimeSessionWindows.withGap(Duration.ofSeconds(30)));
-            default -> throw new IllegalArgumentException("unknown scenario: " + scenario);
+        WindowedStream<Click, String, TimeWindow> windowed = switch (window[0]) {
+            case "tumbling" -> keyed.window(TumblingEventTimeWindows.of(millis(window[1])));
+            case "sliding" -> keyed.window(SlidingEventTimeWindows.of(millis(window[1]), millis(window[2])));
+            case "session" -> keyed.window(EventTimeSessionWindows.withGap(millis(window[1])));
+            default -> throw new IllegalArgumentException("unknown window: " + args[3]);
+        };
+        windowed = switch (trigger[0]) {
+            case "event_time" -> windowed; // the event-time assigners' default trigger
+            case "continuous" -> windowed.trigger(ContinuousEventTimeTrigger.of(millis(trigger[1])));
+            default -> throw new IllegalArgumentException("unknown trigger: " + args[4]);
         };
         SingleOutputStreamOperator<String> panes = windowed
-                .allowedLateness(Duration.ofSeconds(30))
+                .allowedLateness(lateness)
                 .sideOutputLateData(lateTag)
                 .aggregate(new ClickAggregate(), new PaneRow());
         panes.sinkTo(new CsvFiles(out.resolve("panes.csv").toString()));
@@ -130,20 +135,26 @@ public final class FlinkReference {
         Files.writeString(out.resolve("result.json"), json);
     }
 
+    private static Duration millis(String value) {
+        return Duration.ofMillis(Long.parseLong(value));
+    }
+
     /**
      * JSON line -> Click. A line that is not one JSON object with integer ts, ingest_ts, partition
-     * and offset, string event_id and key (page, or user_id for sessions), and a numeric (or
-     * absent, or null) value is counted and dropped, as the replay quarantines it; the distinct
-     * counted field may be absent (count distinct skips it).
+     * and offset, string event_id and key field, and a numeric (or absent, or null) value is
+     * counted and dropped, as the replay quarantines it; the distinct-counted field may be absent
+     * (count distinct skips it).
      */
     static final class ParseClicks extends RichFlatMapFunction<String, Click> {
-        private final boolean byUser;
+        private final String keyField;
+        private final String distinctField;
         private transient JsonFactory json;
         private final LongCounter records = new LongCounter();
         private final LongCounter rejected = new LongCounter();
 
-        ParseClicks(boolean byUser) {
-            this.byUser = byUser;
+        ParseClicks(String keyField, String distinctField) {
+            this.keyField = keyField;
+            this.distinctField = distinctField;
         }
 
         @Override
@@ -165,8 +176,6 @@ public final class FlinkReference {
             boolean hasOffset = false;
             boolean hasId = false;
             boolean badValue = false;
-            String page = null;
-            String user = null;
             try (JsonParser parser = json.createParser(line)) {
                 if (parser.nextToken() != JsonToken.START_OBJECT) {
                     rejected.add(1);
@@ -190,13 +199,19 @@ public final class FlinkReference {
                         }
                         case "offset" -> hasOffset = token == JsonToken.VALUE_NUMBER_INT;
                         case "event_id" -> hasId = token == JsonToken.VALUE_STRING;
-                        case "page" -> page = token == JsonToken.VALUE_STRING ? parser.getText() : null;
-                        case "user_id" -> user = token == JsonToken.VALUE_STRING ? parser.getText() : null;
                         case "value" -> {
                             badValue = !token.isNumeric() && token != JsonToken.VALUE_NULL;
                             click.value = token.isNumeric() ? parser.getDoubleValue() : 0.0;
                         }
-                        default -> parser.skipChildren();
+                        default -> {
+                            String text = token == JsonToken.VALUE_STRING ? parser.getText() : null;
+                            if (field.equals(keyField)) {
+                                click.key = text;
+                            } else if (field.equals(distinctField)) {
+                                click.distinct = text;
+                            }
+                            parser.skipChildren();
+                        }
                     }
                 }
                 if (parser.nextToken() != null) { // trailing content after the object
@@ -208,12 +223,10 @@ public final class FlinkReference {
                 return;
             }
             if (!(hasTs && hasIngestTs && hasPartition && hasOffset && hasId) || badValue
-                    || (byUser ? user : page) == null) {
+                    || click.key == null) {
                 rejected.add(1);
                 return;
             }
-            click.key = byUser ? user : page;
-            click.distinct = byUser ? page : user;
             records.add(1);
             out.collect(click);
         }
@@ -228,6 +241,13 @@ public final class FlinkReference {
     static final class PartitionWatermarks implements WatermarkGenerator<Click> {
         private final HashMap<Integer, long[]> partitions = new HashMap<>(); // {max timestamp, last clock}
         private long emitted = Long.MIN_VALUE;
+        private final long outOfOrderness;
+        private final long idleTimeout;
+
+        PartitionWatermarks(long outOfOrderness, long idleTimeout) {
+            this.outOfOrderness = outOfOrderness;
+            this.idleTimeout = idleTimeout;
+        }
 
         @Override
         public void onEvent(Click click, long timestamp, WatermarkOutput output) {
@@ -236,8 +256,8 @@ public final class FlinkReference {
             own[1] = Math.max(own[1], click.ingestTs);
             long combined = Long.MAX_VALUE;
             for (long[] partition : partitions.values()) {
-                if (click.ingestTs - partition[1] < IDLE_TIMEOUT_MS) {
-                    combined = Math.min(combined, partition[0] - OUT_OF_ORDERNESS_MS - 1);
+                if (click.ingestTs - partition[1] < idleTimeout) {
+                    combined = Math.min(combined, partition[0] - outOfOrderness - 1);
                 }
             }
             if (combined > emitted) {
