@@ -456,12 +456,16 @@ def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
                      " ".join(self.application_args), SPARK_CONN_ID)
             super().execute(context)
 
+    from .session import JVM_OPTIONS
+
     ReplaySubmitOperator.__module__ = __name__
     return ReplaySubmitOperator(
         task_id=task_id,
         application=str(REPLAY_JOB),
         conn_id=SPARK_CONN_ID,
         name=f"replay-{Path(pipeline_path).stem}",
-        conf={"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"},
+        # The JVMs start before the job's own session settings apply: their options go here.
+        conf={"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
+              "spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.executor.extraJavaOptions": JVM_OPTIONS},
         **kwargs,
     )
