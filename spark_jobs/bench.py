@@ -28,7 +28,7 @@ Results go to
 writes the committed plot. ``--quick`` is the smoke size (2k events, one scenario).
 
 Replay runs are instrumented without touching the engine: Spark accumulators time the per-key
-function (``make_cogroup_function``'s ``run``) and the pure operator (``process_key``) on the
+function (``make_cogroup_function``'s ``run``) and the pure operator (``process_key_columns``) on the
 workers, ``DeltaStore`` calls are timed on the driver, ``REPLAY_PROFILE`` step times are parsed,
 and ``--profile`` adds Spark event logs (job time per batch), cProfile of the per-key function
 on the workers and, when ``py-spy`` is on the path (or ``PY_SPY``), a py-spy sampling profile.
@@ -426,9 +426,9 @@ class _Instruments:
         acc = self.acc
         if not _ORIGINALS:  # patch the engine's originals once per process, however many runs
             _ORIGINALS.update({name: getattr(delta.DeltaStore, name) for name in self.DELTA_METHODS})
-            _ORIGINALS["process_key"] = keyed.process_key
+            _ORIGINALS["process_key_columns"] = keyed.process_key_columns
             _ORIGINALS["make"] = spark_batch.make_cogroup_function
-        original_process_key = _ORIGINALS["process_key"]
+        original_process_key = _ORIGINALS["process_key_columns"]
         original_make = _ORIGINALS["make"]
 
         def timed_process_key(*args: Any, **kwargs: Any) -> Any:
@@ -454,8 +454,8 @@ class _Instruments:
 
             return run
 
-        # ``run`` (pickled by value) looks ``process_key`` up in spark_batch's globals.
-        spark_batch.process_key = timed_process_key
+        # ``run`` (pickled by value) looks ``process_key_columns`` up in spark_batch's globals.
+        spark_batch.process_key_columns = timed_process_key
         replay.make_cogroup_function = timed_make
         for name in self.DELTA_METHODS:
             setattr(delta.DeltaStore, name, self._timed(name, _ORIGINALS[name]))

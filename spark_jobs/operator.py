@@ -326,8 +326,7 @@ class KeyedWindowOperator(TimelineDriver):
         state.pane_count += 1
 
     def element_timing(self, window: TimeWindow) -> str:
-        now = self.watermark if self.event_time else self.clock
-        return EARLY if now < window.max_timestamp else LATE
+        return element_timing(self.watermark if self.event_time else self.clock, window)
 
     # ---- merging windows (Flink's MergingWindowSet.addWindow) ---------------------------------
     def add_merging_window(self, new_window: TimeWindow) -> TimeWindow:
@@ -420,6 +419,11 @@ class KeyedWindowOperator(TimelineDriver):
 def timer_timing(time: int, window: TimeWindow) -> str:
     end = window.max_timestamp
     return EARLY if time < end else ON_TIME if time == end else LATE
+
+
+def element_timing(now: int, window: TimeWindow) -> str:
+    """A firing by a record: early while the window's time (watermark or clock) is before its end."""
+    return EARLY if now < window.max_timestamp else LATE
 
 
 class _Context:

@@ -1,5 +1,5 @@
 """The Spark side of one micro-batch: every key's records cogrouped with its state, run through
-:func:`spark_jobs.keyed.process_key` on the executors (Arrow in, Arrow out).
+:func:`spark_jobs.keyed.process_key_columns` on the executors (Arrow in, Arrow out).
 
 The output is one DataFrame holding four kinds of rows (``_kind``): ``pane`` (a firing),
 ``late`` (a late record's sequence number and watermark), ``state`` (a window's new state) and
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
-from .keyed import process_key
+from .keyed import process_key_columns
 from .operator import OperatorSpec, WindowStateRow
 from .watermarks import Timeline
 
@@ -101,73 +101,72 @@ def make_cogroup_function(
     def run(key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
         key_values = tuple(scalar.as_py() for scalar in key)
         # Spark hands a group's rows over in no particular order: restore replay order.
-        records = records.sort_by("_seq")
-        seqs = records.column("_seq").to_pylist()
-        timestamps = records.column("_event_time").to_pylist()
-        value_lists = [
-            records.column(column).to_pylist() if column else [None] * len(seqs)
-            for column in value_columns
-        ]
-        values = list(zip(*value_lists, strict=True)) if value_lists else [()] * len(seqs)
+        seqs = records.column("_seq").to_numpy()
+        if len(seqs) > 1 and not (seqs[1:] > seqs[:-1]).all():
+            records = records.sort_by("_seq")
+        # Arrow columns as they are: the vectorised kernel reads them without a Python object per
+        # value; the per-record operator (its fallback) converts them.
+        values = [records.column(column) if column else None for column in value_columns]
         elements = None
         if needs_element:
             elements = [json.loads(raw) for raw in records.column("_raw").to_pylist()]
-        out = process_key(spec, timeline, _state_rows(state), seqs, timestamps, values, elements, key_values)
-        rows: dict[str, list[Any]] = {name: [] for name, _ in columns}
-        for pane in out.panes:
-            _append(rows, "pane", key_names, key_values, pane.window, {
-                "pane_index": pane.pane_index,
-                "timing": pane.timing,
-                "watermark": pane.watermark,
-                "replay_clock": pane.replay_clock,
-                "fire_time": pane.fire_time,
-                "emit_seq": pane.emit_seq,
-                "emit_step": pane.emit_step,
-                "_batch": batch_of(pane.emit_seq),
-                **{f"agg_{n}": v for n, v in zip(output_names, pane.values, strict=True)},
-            })
-        for late in out.late:
-            late_values = {"_seq": late.seq, "watermark": late.watermark, "_batch": batch_of(late.seq)}
-            _append(rows, "late", key_names, key_values, None, late_values)
-        for row in out.state:
-            _append(rows, "state", key_names, key_values, row.window, {
-                "is_open": row.is_open,
-                "pane_count": row.pane_count,
-                "contents": row.contents,
-                "trigger_state": row.trigger_state,
-                "event_timers": row.event_timers,
-                "processing_timers": row.processing_timers,
-                "_batch": batch_ids[-1],
-            })
-        for leak in out.leaks:
-            _append(rows, "leak", key_names, key_values, None, {"detail": leak, "_batch": batch_ids[-1]})
-        for side in out.sides:
-            _append(rows, "side", key_names, key_values, None, {
-                "detail": side.tag, "contents": side.payload, "watermark": side.watermark,
-                "replay_clock": side.replay_clock, "emit_seq": side.emit_seq, "emit_step": side.emit_step,
-                "_batch": batch_of(side.emit_seq),
-            })
-        return pa.table(rows, schema=schema)
+        out = process_key_columns(spec, timeline, _state_rows(state), records.column("_seq"),
+                                  records.column("_event_time"), values, elements, key_values)
+        data: dict[str, list[Any]] = {name: [] for name, _ in columns}
+
+        def section(kind: str, count: int, values: dict[str, list[Any]], windows: list[Any] | None) -> None:
+            """Append ``count`` rows of one kind, column by column (rows in ``out``'s order)."""
+            fill = {**values, "_kind": [kind] * count}
+            fill.update({name: [value] * count for name, value in zip(key_names, key_values, strict=True)})
+            if windows is not None:
+                fill["window_start_ms"] = [window[0] for window in windows]
+                fill["window_end_ms"] = [window[1] for window in windows]
+            for name, column in data.items():
+                column.extend(fill.get(name) or [None] * count)
+
+        panes = out.panes
+        aggregates = list(zip(*(pane.values for pane in panes), strict=True)) if panes else []
+        section("pane", len(panes), {
+            "pane_index": [pane.pane_index for pane in panes],
+            "timing": [pane.timing for pane in panes],
+            "watermark": [pane.watermark for pane in panes],
+            "replay_clock": [pane.replay_clock for pane in panes],
+            "fire_time": [pane.fire_time for pane in panes],
+            "emit_seq": [pane.emit_seq for pane in panes],
+            "emit_step": [pane.emit_step for pane in panes],
+            "_batch": [batch_of(pane.emit_seq) for pane in panes],
+            **{f"agg_{name}": list(column) for name, column in zip(output_names, aggregates,
+                                                                  strict=bool(panes))},
+        }, [pane.window for pane in panes])
+        section("late", len(out.late), {
+            "_seq": [late.seq for late in out.late],
+            "watermark": [late.watermark for late in out.late],
+            "_batch": [batch_of(late.seq) for late in out.late],
+        }, None)
+        section("state", len(out.state), {
+            "is_open": [row.is_open for row in out.state],
+            "pane_count": [row.pane_count for row in out.state],
+            "contents": [row.contents for row in out.state],
+            "trigger_state": [row.trigger_state for row in out.state],
+            "event_timers": [row.event_timers for row in out.state],
+            "processing_timers": [row.processing_timers for row in out.state],
+            "_batch": [batch_ids[-1]] * len(out.state),
+        }, [row.window for row in out.state])
+        leaks = out.leaks
+        section("leak", len(leaks), {"detail": list(leaks), "_batch": [batch_ids[-1]] * len(leaks)}, None)
+        sides = out.sides
+        section("side", len(sides), {
+            "detail": [side.tag for side in sides],
+            "contents": [side.payload for side in sides],
+            "watermark": [side.watermark for side in sides],
+            "replay_clock": [side.replay_clock for side in sides],
+            "emit_seq": [side.emit_seq for side in sides],
+            "emit_step": [side.emit_step for side in sides],
+            "_batch": [batch_of(side.emit_seq) for side in sides],
+        }, None)
+        return pa.table(data, schema=schema)
 
     return run
-
-
-def _append(
-    rows: dict[str, list[Any]],
-    kind: str,
-    key_names: list[str],
-    key_values: tuple[Any, ...],
-    window: Any,
-    values: dict[str, Any],
-) -> None:
-    for name, column in rows.items():
-        column.append(values.get(name))
-    rows["_kind"][-1] = kind
-    for name, value in zip(key_names, key_values, strict=True):
-        rows[name][-1] = value
-    if window is not None:
-        rows["window_start_ms"][-1] = window[0]
-        rows["window_end_ms"][-1] = window[1]
 
 
 def _state_rows(state: pa.Table) -> list[WindowStateRow]:

@@ -91,11 +91,26 @@ class Timeline:
     adv_wm: list[int]
     clk_seq: list[int]
     clk_val: list[int]
+    #: ``adv_seq`` and ``adv_wm`` as int64 arrays, built on first use (not pickled, not compared).
+    _advance_arrays: tuple[np.ndarray, np.ndarray] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def watermark_before(self, seq: int) -> int:
         """The watermark in force while record ``seq`` is processed (emitted after ``seq - 1``)."""
         i = bisect_left(self.adv_seq, seq)
         return self.adv_wm[i - 1] if i else self.start_watermark
+
+    def watermarks_before(self, seqs: np.ndarray) -> np.ndarray:
+        """Array form of :meth:`watermark_before`, for many records at once."""
+        if self._advance_arrays is None or len(self._advance_arrays[0]) != len(self.adv_seq):
+            self._advance_arrays = (np.asarray(self.adv_seq, dtype=np.int64),
+                                    np.asarray(self.adv_wm, dtype=np.int64))
+        adv_seq, adv_wm = self._advance_arrays
+        i = np.searchsorted(adv_seq, seqs, side="left")
+        if not len(adv_wm):
+            return np.full(len(i), self.start_watermark, dtype=np.int64)
+        return np.where(i > 0, adv_wm[np.maximum(i - 1, 0)], self.start_watermark)
 
     def clock_at(self, seq: int) -> int:
         """The replay clock while record ``seq`` (or a firing after it) is processed."""
@@ -123,7 +138,11 @@ class Timeline:
         return self.clk_val[-1] if self.clk_val else self.start_clock
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {name: value for name, value in self.__dict__.items() if not name.startswith("_")}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Shipped to every Spark task: without the arrays, which each worker builds on first use.
+        return {**self.__dict__, "_advance_arrays": None}
 
     @classmethod
     def concat(cls, timelines: list[Timeline]) -> Timeline:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..config import PipelineConfig
-from ..keyed import operator_spec, process_key
+from ..keyed import operator_spec, process_key_columns
 from ..operator import LateRecord, OperatorSpec, Pane, WindowStateRow
 from ..watermarks import Timeline, WatermarkState, compute_pass_timelines
 
@@ -78,13 +78,14 @@ class MemoryReplay:
         needs_element = self.spec.needs_element
         for key in sorted(set(by_key) | set(self.state)):
             rows = by_key.get(key, [])
-            out = process_key(
+            values = [(records[i].input,) if inputs else records[i].values for i in rows]
+            out = process_key_columns(
                 self.spec,
                 timeline,
                 self.state.get(key, []),
                 [seq_start + i for i in rows],
                 [records[i].event_time for i in rows],
-                [(records[i].input,) if inputs else records[i].values for i in rows],
+                [list(column) for column in zip(*values, strict=True)],
                 [records[i].fields for i in rows] if needs_element else None,
                 key,
             )

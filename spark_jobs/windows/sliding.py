@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..durations import format_duration
 from .base import TimeWindow, WindowAssigner, window_start_with_offset
 
@@ -34,6 +36,16 @@ class SlidingWindows(WindowAssigner):
             windows.append(TimeWindow(start, start + self.size))
             start -= self.slide
         return windows
+
+    def assign_starts(self, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Array form of :meth:`assign`: (record index, window start) per (record, window) pair,
+        record by record and, within a record, the latest window first (as ``assign``)."""
+        last = window_start_with_offset(timestamps, self.offset, self.slide)
+        most = -(-self.size // self.slide)  # the most windows one record can be in
+        starts = last[:, None] - np.arange(most)[None, :] * self.slide
+        inside = starts > (timestamps - self.size)[:, None]
+        records = np.broadcast_to(np.arange(len(timestamps))[:, None], starts.shape)
+        return records[inside], starts[inside]
 
     def to_dict(self) -> dict[str, Any]:
         spec = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ..durations import format_duration
 from .base import TimeWindow, WindowAssigner, window_start_with_offset
 
@@ -28,6 +30,10 @@ class TumblingWindows(WindowAssigner):
     def assign(self, timestamp: int) -> list[TimeWindow]:
         start = window_start_with_offset(timestamp, self.offset, self.size)
         return [TimeWindow(start, start + self.size)]
+
+    def assign_starts(self, timestamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Array form of :meth:`assign`: (record index, window start) per (record, window) pair."""
+        return np.arange(len(timestamps)), window_start_with_offset(timestamps, self.offset, self.size)
 
     def to_dict(self) -> dict[str, Any]:
         spec = {"type": self.kind, "size": format_duration(self.size), "time": self.time}

@@ -10,7 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PURE = [
     "spark_jobs.windows", "spark_jobs.triggers", "spark_jobs.operator", "spark_jobs.watermarks",
-    "spark_jobs.keyed", "spark_jobs.aggregates", "spark_jobs.config", "spark_jobs.state.memory",
+    "spark_jobs.keyed", "spark_jobs.window_kernel", "spark_jobs.aggregates", "spark_jobs.config",
+    "spark_jobs.state.memory",
     "spark_jobs.ordering",
 ]
 # In a fresh interpreter, import each module in turn and note any forbidden module it brought in.
