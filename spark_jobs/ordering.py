@@ -8,18 +8,23 @@ order and equals a sort by each record's running maximum event time within its i
 and line make every sort key unique, so the order is total and repeatable.
 
 ``number_records`` attaches the numbers without moving the full rows: the narrow sort keys
-(about 40 bytes a record) are collected and sorted on the driver with Arrow, and each record
-looks its number up by its position in its Spark partition (a broadcast array per partition, an
-Arrow UDF over one column). The full rows, raw lines included, are never shuffled or cached a
-second time. An ingest of more than ``sort_on_driver_max_records`` records (a driver's memory
-is finite) sorts the full rows on the cluster instead; both give the same numbers.
+(about 40 bytes a record, collected by the caller) are sorted on the driver with Arrow, and each
+record looks its number up by its file and line (an array of positions per file, shipped to the
+executors as a file, looked up in the JVM). The full rows, raw lines included, are never
+shuffled or cached. An ingest of more than ``sort_on_driver_max_records`` records (a driver's
+memory is finite) sorts the full rows on the cluster instead; both give the same numbers.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import struct
+import tempfile
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -31,8 +36,10 @@ if TYPE_CHECKING:
     from .config import PipelineConfig
 
 RUNNING_MAX = "_running_max"
+# The JVM side of the numbering (spark_jobs/jvm, built by `make setup`).
+_SEQUENCE_LOOKUP = "replay_sequence"
+_SEQUENCE_LOOKUP_CLASS = "replay.ingest.ReplaySequence"
 _ROW_BITS = 33  # monotonically_increasing_id() = (partition index << 33) + row in the partition
-_ROW_MASK = (1 << _ROW_BITS) - 1
 
 
 def order_columns(config: PipelineConfig) -> list[str]:
@@ -102,62 +109,88 @@ def collect_in_replay_order(frame: DataFrame, *columns: str) -> pa.Table:
 
 @dataclass
 class NumberedRecords:
-    """The records with ``_seq``, sorted by it within each partition.
-
-    ``rows_per_file`` (0: no limit) keeps a pass's reads of the staging table narrow, since Delta
-    skips files by their ``_seq`` range: records numbered on the driver stay in their parse
-    partitions, which span the whole ingest, so each partition is cut into files small enough
-    that a pass touches few of them; records sorted on the cluster are range-partitioned already.
-    """
+    """The records with ``_seq``: sorted by it within each read task, unless every archive file
+    holds its records in replay order already; records sorted on the cluster are
+    range-partitioned."""
 
     frame: DataFrame
-    rows_per_file: int
-    lookup: Any = None  # the broadcast tables, released by ``close`` once the frame is written
+    #: Numbered on the driver: the positions file the executors look the numbers up in,
+    #: removed by ``close`` once the frame is written.
+    positions_file: str | None = None
+    #: Numbered on the driver: the rows of the collected keys in replay order.
+    replay_order: np.ndarray | None = None
 
     def close(self) -> None:
-        if self.lookup is not None:
-            self.lookup.destroy()
+        if self.positions_file is not None:
+            shutil.rmtree(os.path.dirname(self.positions_file), ignore_errors=True)
+
+
+def sort_key_columns(config: PipelineConfig) -> list[str]:
+    """What ``number_records`` needs collected on the driver: the order's key columns, and the
+    file index and line every record is found by."""
+    return list(dict.fromkeys([*key_columns(order_columns(config)), "_file_index", "_line"]))
+
+
+def timeline_columns(config: PipelineConfig) -> list[str]:
+    """What the watermarks are computed from, per record in replay order."""
+    columns = ["_event_time", "_ingest_time", "_partition"]
+    return [*columns, "_input"] if config.join is not None else columns
 
 
 def number_records(
-    spark: SparkSession, config: PipelineConfig, records: DataFrame, count: int, seq_base: int,
+    spark: SparkSession, config: PipelineConfig, records: DataFrame, seq_base: int,
+    keys: pa.Table | None,
 ) -> NumberedRecords:
     """``records`` numbered ``seq_base``, ``seq_base + 1``, ... in replay order.
 
-    ``records`` must give the same rows in the same partitions each time it is evaluated (the
-    ingest caches them); ``count`` is its number of rows.
+    ``keys`` holds every record's ``sort_key_columns`` collected on the driver; the records then
+    look their numbers up by file index and line, in the JVM (``ReplaySequence``), from a table
+    of 32-bit positions per file that the driver writes and Spark ships to the executors
+    (``SparkContext.addFile``); the full rows never move. ``keys=None`` (an ingest too big for
+    the driver's memory) sorts the full rows on the cluster instead; both give the same numbers.
     """
     order = order_columns(config)
-    if count > config.sort_on_driver_max_records:
-        return NumberedRecords(_number_on_cluster(records, order, seq_base), 0)
+    if keys is None:
+        return NumberedRecords(_number_on_cluster(records, order, seq_base))
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import ArrowUDFType
 
-    records = records.withColumn("_mid", F.monotonically_increasing_id())
-    keys = records.select(*key_columns(order), "_mid").toArrow()
-    positions = replay_positions(keys.drop_columns(["_mid"]), order)
-    mids = keys.column("_mid").to_numpy()
-    del keys
-    partitions = mids >> _ROW_BITS
-    if (np.diff(partitions) < 0).any():  # collect() keeps partition order; do not rely on it
-        by_mid = np.argsort(mids, kind="stable")
-        mids, positions, partitions = mids[by_mid], positions[by_mid], partitions[by_mid]
-    # Positions, not sequence numbers, in the tables: half the memory while they fit 32 bits.
-    kind = np.int32 if count < 2**31 else np.int64
-    by_partition: dict[int, np.ndarray] = {}
-    for start, end in _runs(partitions):
-        rows = mids[start:end] & _ROW_MASK
-        table = np.full(int(rows.max()) + 1, -1, dtype=kind)
-        table[rows] = positions[start:end]
-        by_partition[int(partitions[start])] = table
-    del positions, mids, partitions
-    tables = spark.sparkContext.broadcast(by_partition)
+    positions = replay_positions(keys.select(key_columns(order)), order)
+    if len(positions) >= 2**31:
+        raise ValueError("an ingest numbered on the driver holds fewer than 2**31 records")
+    replay_order = np.empty(len(positions), dtype=np.int32)
+    replay_order[positions] = np.arange(len(positions), dtype=np.int32)
+    files = keys.column("_file_index").to_numpy()
+    lines = keys.column("_line").to_numpy()
+    within_file = np.lexsort((lines, files))
+    files, lines, positions = files[within_file], lines[within_file], positions[within_file]
+    del within_file
+    folder = tempfile.mkdtemp(prefix="replay-order-")
+    path = os.path.join(folder, f"positions-{uuid.uuid4().hex}.bin")
+    in_order = True  # does every file hold its records in replay order?
+    with open(path, "wb") as out:
+        runs = _runs(files)
+        out.write(b"RPOS" + struct.pack("<i", len(runs)))
+        for start, end in runs:
+            first = int(lines[start])
+            table = np.full(int(lines[end - 1]) - first + 1, -1, dtype="<i4")
+            table[lines[start:end] - first] = positions[start:end]
+            out.write(struct.pack("<iqi", int(files[start]), first, len(table)))
+            out.write(table.tobytes())
+            in_order = in_order and bool(np.all(np.diff(positions[start:end]) > 0))
+    del positions, files, lines
     _give_back_freed_memory()
-    udf = F.arrow_udf(SequenceLookup(tables, seq_base), "long", ArrowUDFType.SCALAR)
-    numbered = records.withColumn("_seq", udf(F.col("_mid"))).drop("_mid")
-    partition_count = records.rdd.getNumPartitions()
-    per_file = max(10_000, config.pass_max_records // max(1, 2 * partition_count))
-    return NumberedRecords(numbered.sortWithinPartitions("_seq"), per_file, tables)
+    spark.sparkContext.addFile(path)
+    spark.udf.registerJavaFunction(_SEQUENCE_LOOKUP, _SEQUENCE_LOOKUP_CLASS, "bigint")
+    found = F.call_udf(_SEQUENCE_LOOKUP, F.lit(os.path.basename(path)), F.col("_file_index"), F.col("_line"))
+    numbered = records.withColumn("_seq", F.coalesce(
+        found + F.lit(seq_base),
+        F.raise_error(F.lit("a record has no replay position: the ingest's records changed")).cast("bigint"),
+    ))
+    # Records are read file by file in line order: when that is replay order already (an archive
+    # of partition logs), they need no sort to be stored in ranges of _seq.
+    if not in_order:
+        numbered = numbered.sortWithinPartitions("_seq")
+    return NumberedRecords(numbered, path, replay_order)
 
 
 def _give_back_freed_memory() -> None:
@@ -170,29 +203,6 @@ def _give_back_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to trim
         pass
-
-
-class SequenceLookup:
-    """The executor side of ``number_records``: ``_mid`` -> ``_seq`` from the broadcast tables.
-
-    A callable object, so that what is shipped is the broadcast handle, not a closure's cell.
-    """
-
-    def __init__(self, tables: Any, seq_base: int):
-        self.tables = tables
-        self.seq_base = seq_base
-
-    def __call__(self, mids: pa.Array) -> pa.Array:
-        values = mids.to_numpy()
-        partitions, rows = values >> _ROW_BITS, values & _ROW_MASK
-        result = np.empty(len(values), dtype=np.int64)
-        tables = self.tables.value
-        for partition in np.unique(partitions):
-            selected = partitions == partition
-            result[selected] = tables[int(partition)][rows[selected]]
-        if (result < 0).any():
-            raise RuntimeError("a record has no replay position: the ingest's records changed")
-        return pa.array(result + self.seq_base, pa.int64())
 
 
 def _number_on_cluster(records: DataFrame, order: list[str], seq_base: int) -> DataFrame:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,8 @@ from .state.delta import BATCH_TABLES, DeltaStore
 from .watermarks import Timeline, WatermarkState, compute_pass_timelines
 
 Progress = Callable[[str], None]
+#: Small enough that a pass of a few thousand records reads little more than its own.
+STAGING_ROW_GROUP_BYTES = 2 << 20
 
 
 @dataclass
@@ -198,6 +201,8 @@ class _Replay:
         self.store = DeltaStore(spark, config)
         self.spec = operator_spec(config)
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-write")
+        #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
+        self.ingested: tuple[int, int, Any] | None = None
 
     def run(self, finalize: bool, until_ms: int | None = None) -> RunSummary:
         from .recovery import pipeline_lock
@@ -260,10 +265,17 @@ class _Replay:
 
     # ---- ingest ---------------------------------------------------------------------------------
     def ingest(self, summary: RunSummary) -> None:
+        """Read the new archive files: number their records into ``staging``, quarantine the rest.
+
+        The archive is read twice rather than cached (a cache costs more to fill than a second
+        read): once for the narrow sort keys and each line's outcome, collected on the driver,
+        which numbers the records; once more for the full records, staged with their numbers.
+        Quarantined lines, known by then, are read a third time on their own.
+        """
         from pyspark.sql import functions as F
 
-        from .ordering import number_records
-        from .sources import list_archive, read_archive
+        from .ordering import number_records, sort_key_columns, timeline_columns
+        from .sources import accepted, check_archive, line_count, list_archive, rejected
 
         sources = self.config.sources()
         listed = [list_archive(self.spark, source) for source in sources]
@@ -276,45 +288,106 @@ class _Replay:
         clock = _StepClock()
         ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
         seq_base, batch_base = self.next_positions()
-        records, quarantine, first_index = None, None, len(known)
-        for number, (source, files) in enumerate(zip(sources, new_per_input, strict=True)):
-            config = self.config if number == 0 else replace(self.config, source=source)
-            # Cached: the counts, the sort keys, the staging and the quarantine writes all use it.
-            part, bad = read_archive(self.spark, config, files, first_index, persist=True)
-            first_index += len(files)
-            if self.config.join is not None:
-                part = part.withColumn("_input", F.lit(number).cast("long"))
-            records = part if records is None else records.unionByName(part)
-            quarantine = bad if quarantine is None else quarantine.unionByName(bad)
+        join = self.config.join is not None
+
+        def read(only: Any = None) -> list[tuple[Any, Any]]:
+            """Each input's checked archive and a function adding its input number (joins)."""
+            parts, first_index = [], len(known)
+            for number, (source, files) in enumerate(zip(sources, new_per_input, strict=True)):
+                config = self.config if number == 0 else replace(self.config, source=source)
+                checked = check_archive(self.spark, config, files, first_index, only)
+                first_index += len(files)
+
+                def tag(frame: Any, number: int = number) -> Any:
+                    return frame.withColumn("_input", F.lit(number).cast("long")) if join else frame
+
+                parts.append((checked, tag))
+            return parts
+
+        def union(frames: list[Any]) -> Any:
+            return reduce(lambda a, b: a.unionByName(b), frames)
+
+        parts = read()
         clock.step("listed")
-        # The first action parses the archive into its cache; then each file's accepted records.
-        per_file_records = dict(records.groupBy("_file").count().collect())
-        accepted = sum(per_file_records.values())
+        records = union([tag(accepted(checked.frame, self.config)) for checked, tag in parts])
+        bound = None if any(c.max_rows is None for c, _ in parts) else sum(c.max_rows for c, _ in parts)
+        limit = self.config.sort_on_driver_max_records
+        if bound is None or bound > limit:  # gzip, or a big archive: count its lines first
+            bound = sum(
+                line_count(self.spark, replace(self.config, source=source), files)
+                for source, files in zip(sources, new_per_input, strict=True)
+            )
+        on_driver = bound <= limit
+        counted = None if on_driver else dict(records.groupBy("_file_index").count().collect())
+        # One read: every accepted record's sort keys (driver numbering), and where the
+        # quarantined lines are.
+        if on_driver:
+            wanted = list(dict.fromkeys([*sort_key_columns(self.config), *timeline_columns(self.config)]))
+        else:
+            wanted = ["_file_index", "_line"]
+        probe = union([
+            tag(checked.frame).select(F.col("_outcome").isNull().alias("_ok"), *wanted)
+            for checked, tag in parts
+        ])
+        if not on_driver:
+            probe = probe.where(~F.col("_ok"))
+        outcomes = probe.toArrow()
+        ok = outcomes.column("_ok").to_numpy(zero_copy_only=False)
+        keys = outcomes.filter(ok).drop_columns(["_ok"]) if on_driver else None
+        bad = outcomes.filter(~ok).select(["_file_index", "_line"])
+        del outcomes
+        files = len(known) + len(new)
+        file_indexes = {f.path: len(known) + i for i, f in enumerate(new)}  # as read() numbers them
+        per_file_bad = np.bincount(bad.column("_file_index").to_numpy(), minlength=files)
+        if keys is not None:
+            per_file_records = np.bincount(keys.column("_file_index").to_numpy(), minlength=files)
+        else:
+            per_file_records = np.zeros(files, dtype=np.int64)
+            for file_index, count in (counted or {}).items():
+                per_file_records[file_index] = count
+        accepted_count = int(per_file_records.sum())
         clock.step("parsed")
-        numbered = number_records(self.spark, self.config, records, accepted, seq_base)
-        clock.step("sorted")
+        numbered = number_records(self.spark, self.config, records, seq_base, keys)
+        if numbered.replay_order is not None:
+            # This run's passes take their watermark timelines from here rather than from staging.
+            columns = keys.select(timeline_columns(self.config)).take(numbered.replay_order)
+            partition = columns.column("_partition").dictionary_encode()
+            self.ingested = (seq_base, batch_base, columns.set_column(2, "_partition", partition))
+        del keys
+        clock.step("numbered")
         batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
         staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
         self.store.replace_where(
-            staged, "staging", f"_ingest = {ingest_id}", numbered.rows_per_file,
+            staged, "staging", f"_ingest = {ingest_id}",
             stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
+            # Records are staged in ranges of _seq: a pass reads just the row groups of its range.
+            row_group_bytes=STAGING_ROW_GROUP_BYTES,
         )
         numbered.close()
+        # Drops the cluster sort's copy of the records, if it made one.
+        self.spark.catalog.clearCache()
         clock.step("staged")
         crash_point("ingest:staged")
-        bad = quarantine.withColumn("ingest_id", F.lit(ingest_id).cast("long")).persist()
-        self.store.replace_where(bad, "quarantine", f"ingest_id = {ingest_id}")
+        quarantined = bad.num_rows
+        if quarantined:
+            bad_rows = union([tag(rejected(checked.frame)) for checked, tag in read(bad)])
+            if join:
+                bad_rows = bad_rows.drop("_input")
+        else:
+            bad_rows = self.spark.createDataFrame(
+                [], "source_file string, line bigint, raw string, reason string, detail string"
+            )
+        self.store.replace_where(
+            bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")), "quarantine",
+            f"ingest_id = {ingest_id}",
+        )
         clock.step("quarantined")
-        per_file_bad = dict(bad.groupBy("source_file").count().collect())
-        # Drops the parsed archive too (nothing else is cached while a run ingests).
-        self.spark.catalog.clearCache()
-        quarantined = sum(per_file_bad.values())
         rows = [
-            (f.path, f.size, f.modified_ms, len(known) + i, ingest_id,
-             per_file_records.get(f.path, 0), per_file_bad.get(f.path, 0),
-             seq_base, seq_base + accepted, batch_base,
-             batch_base + -(-accepted // self.batch_size))
-            for i, f in enumerate(new)
+            (f.path, f.size, f.modified_ms, file_indexes[f.path], ingest_id,
+             int(per_file_records[file_indexes[f.path]]), int(per_file_bad[file_indexes[f.path]]),
+             seq_base, seq_base + accepted_count, batch_base,
+             batch_base + -(-accepted_count // self.batch_size))
+            for f in new
         ]
         schema = (
             "path STRING, size BIGINT, modified_ms BIGINT, file_index INT, ingest_id BIGINT, "
@@ -329,12 +402,12 @@ class _Replay:
         clock.step("logged")
         self.profile("ingest steps", clock.steps)
         summary.files_ingested += len(new)
-        summary.records_accepted += accepted
+        summary.records_accepted += accepted_count
         summary.records_quarantined += quarantined
-        summary.records_read += accepted + quarantined
+        summary.records_read += accepted_count + quarantined
         self.progress(
-            f"[{self.config.name}] ingested {len(new)} files: {accepted + quarantined} records, "
-            f"{accepted} accepted, {quarantined} quarantined"
+            f"[{self.config.name}] ingested {len(new)} files: {accepted_count + quarantined} records, "
+            f"{accepted_count} accepted, {quarantined} quarantined"
         )
 
     def profile(self, label: str, steps: dict[str, float]) -> None:
@@ -382,12 +455,27 @@ class _Replay:
 
     def pending_batches(self, last: dict[str, Any] | None) -> list[tuple[int, int, int, int]]:
         """Staged batches not yet committed: (batch id, first seq, end seq, replay clock at end)."""
+        running = (last or {}).get("clock_after") or MIN_TIMESTAMP
+        clock = "_ingest_time" if self.config.source.ingest_time else "_event_time"
+        if self.ingested is not None and self.ingested[0] == (last["seq_end"] if last else 0):
+            # Everything pending was ingested by this run: its batches are known on the driver.
+            seq_base, batch_base, table = self.ingested
+            count = table.num_rows
+            if not count:
+                return []
+            starts = np.arange(0, count, self.batch_size)
+            ends = np.append(starts[1:], count)
+            clocks = np.maximum.reduceat(table.column(clock).to_numpy(), starts)
+            running_clocks = np.maximum.accumulate(np.maximum(clocks, running))  # never goes back
+            return [
+                (batch_base + number, seq_base + int(lo), seq_base + int(hi), int(at))
+                for number, (lo, hi, at) in enumerate(zip(starts, ends, running_clocks, strict=True))
+            ]
         if not self.store.exists("staging"):
             return []
         from pyspark.sql import functions as F
 
         done = last["batch_id"] if last else -1
-        clock = "_ingest_time" if self.config.source.ingest_time else "_event_time"
         rows = (
             self.store.read("staging")
             .where(F.col("_batch") > done)
@@ -396,7 +484,7 @@ class _Replay:
             .orderBy("_batch")
             .collect()
         )
-        batches, running = [], (last or {}).get("clock_after") or MIN_TIMESTAMP
+        batches = []
         for row in rows:
             running = max(running, row["clock"])  # the clock never goes back
             batches.append((row["_batch"], row["lo"], row["hi"] + 1, running))

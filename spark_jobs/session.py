@@ -4,6 +4,10 @@ Delta's JVM jars are resolved once by ``python -m spark_jobs.session --fetch-jar
 step) into ``.cache/ivy`` through Spark's own Ivy resolver; every later session loads them from
 there with ``spark.jars``, so runs never reach Maven Central.
 
+The set-up step also compiles the project's own JVM code (``spark_jobs/jvm``: the JSON Lines
+reader) against the installed Spark's jars into ``.cache/ivy/project`` (``--build-jar``, needs a
+JDK's ``javac``); sessions load it like Delta's jars.
+
 The set-up step also records which JVM classes a session loads into a class-data-sharing archive
 (``--build-class-archive``, JDK AppCDS) under ``.cache/jvm``. A local driver maps them from it
 instead of loading thousands of Spark classes from jars: a session starts about 3 s sooner on
@@ -58,8 +62,66 @@ _LOCAL_DEFAULTS = {
 }
 
 
+JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
+
+
 class JarsMissingError(RuntimeError):
     pass
+
+
+def project_jars() -> list[str]:
+    """Every jar a session needs: Delta's and the project's own; raises with the set-up command
+    when either is missing."""
+    jar = replay_jar_path()
+    if not jar.is_file():
+        raise JarsMissingError(
+            f"the project's JVM code is not built ({jar}); run `make setup` "
+            "(or `python -m spark_jobs.session --build-jar`, which needs a JDK's javac)"
+        )
+    return [*delta_jars(), str(jar)]
+
+
+def replay_jar_path() -> Path:
+    """The jar of ``spark_jobs/jvm`` for this Spark version and these sources (it may not exist)."""
+    from pyspark import __version__ as spark_version
+
+    digest = hashlib.sha256()
+    for source in sorted(JVM_SOURCES.rglob("*.java")):
+        digest.update(source.relative_to(JVM_SOURCES).as_posix().encode())
+        digest.update(source.read_bytes())
+    return JAR_CACHE / "project" / f"replay-spark{spark_version}-{digest.hexdigest()[:12]}.jar"
+
+
+def build_replay_jar() -> Path:
+    """Compile ``spark_jobs/jvm`` against the installed Spark's jars (once per version of both)."""
+    import tempfile
+    import zipfile
+
+    import pyspark
+
+    target = replay_jar_path()
+    if target.is_file():
+        return target
+    javac = _java_binary("javac")
+    if javac is None:
+        raise RuntimeError("a JDK's javac is required to build spark_jobs/jvm (e.g. openjdk-17-jdk-headless)")
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        classes = Path(scratch) / "classes"
+        sources = [str(p) for p in sorted(JVM_SOURCES.rglob("*.java"))]
+        subprocess.run(
+            [javac, "--release", "17", "-nowarn", "-cp", f"{spark_jars}/*", "-d", str(classes), *sources],
+            check=True,
+        )
+        partial = Path(scratch) / target.name
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+        for stale in target.parent.glob("replay-*.jar"):
+            stale.unlink(missing_ok=True)
+        os.replace(partial, target)  # whole or not at all, even with concurrent set-ups
+    return target
 
 
 def delta_jars() -> list[str]:
@@ -117,7 +179,7 @@ def get_spark(
     builder = (
         SparkSession.builder.master(spark_master(master))
         .appName(app_name)
-        .config("spark.jars", ",".join(delta_jars()))
+        .config("spark.jars", ",".join(project_jars()))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.pyspark.python", python)
@@ -225,12 +287,12 @@ def _class_archive_workload(partial: Path) -> None:
     gateway.wait(timeout=300)
 
 
-def _java_binary() -> str | None:
-    """The ``java`` that spark-submit starts: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+def _java_binary(tool: str = "java") -> str | None:
+    """The JDK tool spark-submit's JVM comes with: ``$JAVA_HOME/bin/<tool>``, else the one on PATH."""
     home = os.environ.get("JAVA_HOME")
-    if home and os.path.isfile(os.path.join(home, "bin", "java")):
-        return os.path.join(home, "bin", "java")
-    return shutil.which("java")
+    if home and os.path.isfile(os.path.join(home, "bin", tool)):
+        return os.path.join(home, "bin", tool)
+    return shutil.which(tool)
 
 
 def _check_java() -> None:
@@ -241,6 +303,7 @@ def _check_java() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fetch-jars", action="store_true", help="resolve Delta jars into the cache")
+    parser.add_argument("--build-jar", action="store_true", help="compile spark_jobs/jvm into the cache")
     parser.add_argument(
         "--build-class-archive", action="store_true",
         help="archive the driver JVM's classes for faster session start (once, after --fetch-jars)",
@@ -250,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.fetch_jars:
         for jar in fetch_jars():
             print(jar)
+    if args.build_jar:
+        print(build_replay_jar())
     if args.build_class_archive:
         print(build_class_archive() or "no class archive written (sessions start without one)")
     if args.class_archive_workload:

@@ -1,8 +1,10 @@
 """The archive reader: list an archive's files and parse them into typed records + quarantine.
 
 ``list_archive`` walks the archive through Hadoop's ``FileSystem`` (so ``s3a://``, ``abfss://``
-and ``hdfs://`` work exactly like local paths). ``read_archive`` turns a list of those files into
-two lazy DataFrames from one Spark plan:
+and ``hdfs://`` work exactly like local paths). ``check_archive`` turns a list of those files
+into one lazy DataFrame of checked rows, every row with its outcome (``_outcome``: NULL for an
+accepted record, else the quarantine reason and detail); ``accepted`` and ``rejected`` project
+it into
 
 * records: ``RECORD_COLUMNS`` followed by the key fields (STRING) and the value columns (typed
   per ``config.column_type``);
@@ -14,16 +16,22 @@ stops early; ``raw`` is the incomplete last line, possibly empty) or ``unreadabl
 gzip data, or a Parquet file whose footer cannot be read; the complete lines before the damage
 are kept).
 
-JSON Lines are read as whole files with the ``binaryFile`` source (any Hadoop file system, no
-``ignoreCorruptFiles``, which would silently drop data) and cut into lines on the executors with
-numpy over the raw bytes (no Python object per line); the fields are then parsed and validated by
-Spark SQL in the JVM. Files are limited to 2 GB each by ``binaryFile`` (larger files fail loudly).
+Plain JSON Lines are read by the project's JVM reader (``spark_jobs/jvm``, ``JsonLinesSource``,
+one task per file through Hadoop's ``FileSystem``): it cuts the lines, numbers them and checks
+that each is exactly one JSON object with Jackson, in one pass (Spark SQL's ``from_json`` costs
+about three times as much per line). Gzip files are read whole with the ``binaryFile`` source and
+cut into lines on the executors with numpy (their damage, a truncated or corrupt stream, is
+recovered line by line, where Hadoop's codec would fail the job or drop the file), then checked
+by the same Java code as a UDF. The fields are then typed and validated by Spark SQL. Files are
+read as they are (no ``ignoreCorruptFiles``, which would silently drop data).
 
-Both DataFrames re-run the scan when each is evaluated: persist them if both are used.
+Every evaluation re-reads the archive: the ingest reads it twice (narrow keys, then the staged
+records) rather than caching it, which costs less than filling a cache.
 """
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 import zlib
 from collections.abc import Iterator
@@ -55,7 +63,6 @@ QUARANTINE_REASONS = (
 )
 
 _SPARK_TYPES = {"string": "string", "long": "bigint", "double": "double", "boolean": "boolean"}
-_QUARANTINE_DDL = "source_file string, line bigint, raw string, reason string, detail string"
 # What the line splitter hands to Spark: a reason is set only for lines that are already known
 # bad (invalid UTF-8) and for the one row a damaged file leaves.
 _LINES_DDL = (
@@ -63,8 +70,6 @@ _LINES_DDL = (
 )
 _LINES_COLUMNS = ("_file", "_file_index", "_line", "_raw", "_pre_reason", "_pre_detail")
 
-# Strict JSON: Spark's parser accepts single quotes and NaN/Infinity by default.
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 _EPOCH_MS = r"^-?[0-9]+$"
 _ISO_WITH_ZONE = (
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2})$"
@@ -81,8 +86,26 @@ _BATCH_ROWS = 1 << 16
 _GZIP_INPUT_BYTES = 64 << 10
 _GZIP_OUTPUT_BYTES = 4 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
+# As in JsonLineCheck.java: the same line is quarantined alike whether the file is gzipped or not.
+_INVALID_UTF8 = "not valid UTF-8 (RFC 8259 requires it; invalid bytes are shown as U+FFFD)"
+# The project's JVM side (spark_jobs/jvm, built by `make setup`).
+_JSON_LINES_SOURCE = "replay.ingest.JsonLinesSource"
+_JSON_LINE_CHECK = "replay_json_line_check"
+_JSON_LINE_CHECK_CLASS = "replay.ingest.JsonLineFields"
 _GZIP_MAGIC = b"\x1f\x8b"
 _WHITESPACE = np.frombuffer(b" \t\r", dtype=np.uint8)  # JSON whitespace but \n, which ends lines
+
+
+@dataclass(frozen=True)
+class CheckedArchive:
+    """``check_archive``'s result."""
+
+    #: Every line (Parquet: row), typed and checked: ``_outcome`` is NULL for an accepted record,
+    #: else ``(r, d)``, the quarantine reason and detail.
+    frame: DataFrame
+    #: At most this many rows (lines or Parquet rows), known without parsing; None when unknown
+    #: (gzip files, whose lines are only known once decompressed).
+    max_rows: int | None
 
 
 @dataclass(frozen=True)
@@ -138,34 +161,63 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
 # ---- reading -------------------------------------------------------------------------------------
 def read_archive(
     spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], first_file_index: int = 0,
-    persist: bool = False,
 ) -> tuple[DataFrame, DataFrame]:
     """``(records, quarantine)`` for ``files``; ``_file_index`` is ``first_file_index`` + position.
 
-    Lazy: nothing is read until an action runs (Parquet footers excepted, see ``_read_parquet``).
-    ``persist`` caches the parsed and checked rows both come from, so that the archive is read
-    and parsed once however many actions use them (the caller drops the cache when done, e.g.
-    with ``spark.catalog.clearCache()``).
+    Both come from one lazy plan (see ``check_archive``), each re-reading the archive when
+    evaluated.
+    """
+    checked = check_archive(spark, config, files, first_file_index).frame
+    return accepted(checked, config), rejected(checked)
+
+
+def check_archive(
+    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], first_file_index: int = 0,
+    only: pa.Table | None = None,
+) -> CheckedArchive:
+    """Every line (Parquet: row) of ``files``, typed and checked (see ``CheckedArchive``).
+
+    Lazy, but for the footer reads of Parquet files. ``only`` (``_file_index, _line`` rows)
+    restricts it to those lines before anything is parsed, and keeps the rows of damaged files.
     """
     indexes = {f.path: first_file_index + number for number, f in enumerate(files)}
     if not files:
-        return _empty(spark, config)
+        return CheckedArchive(_empty_checked(spark, config), 0)
     if config.source.format == "parquet":
-        return _read_parquet(spark, config, files, indexes, persist)
-    return _read_jsonl(spark, config, files, indexes, persist)
+        return _read_parquet(spark, config, files, indexes, only)
+    return _read_jsonl(spark, config, files, indexes, only)
 
 
-def _empty(spark: SparkSession, config: PipelineConfig) -> tuple[DataFrame, DataFrame]:
+def accepted(checked: DataFrame, config: PipelineConfig) -> DataFrame:
+    """The accepted records of ``check_archive``'s rows."""
+    return checked.where(F.col("_outcome").isNull()).select(
+        F.col("_file"), F.col("_file_index").cast("int"), F.col("_line").cast("bigint"),
+        "_event_time", "_ingest_time", "_partition", "_offset", "_id", "_raw",
+        *[F.col(_quote(k)) for k in config.key],
+        *[F.col(_quote(c)) for c in config.value_columns()],
+    )
+
+
+def rejected(checked: DataFrame) -> DataFrame:
+    """The quarantine rows of ``check_archive``'s rows."""
+    return checked.where(F.col("_outcome").isNotNull()).select(
+        F.col("_file").alias("source_file"),
+        F.col("_line").cast("bigint").alias("line"),
+        F.col("_raw").alias("raw"),
+        F.col("_outcome.r").alias("reason"),
+        F.col("_outcome.d").alias("detail"),
+    )
+
+
+def _empty_checked(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     columns = [
-        "_file string", "_file_index int", "_line bigint", "_event_time bigint", "_ingest_time bigint",
-        "_partition string", "_offset bigint", "_id string", "_raw string",
+        "_file string", "_file_index int", "_line bigint", "_raw string",
+        "_outcome struct<r: string, d: string>", "_event_time bigint", "_ingest_time bigint",
+        "_partition string", "_offset bigint", "_id string",
         *[f"{_quote(k)} string" for k in config.key],
         *[f"{_quote(c)} {_SPARK_TYPES[config.column_type(c)]}" for c in config.value_columns()],
     ]
-    return (
-        spark.createDataFrame([], ", ".join(columns)),
-        spark.createDataFrame([], _QUARANTINE_DDL),
-    )
+    return spark.createDataFrame([], ", ".join(columns))
 
 
 def _quote(name: str) -> str:
@@ -189,46 +241,111 @@ def _needed_fields(config: PipelineConfig) -> list[str]:
 # ---- JSON Lines ----------------------------------------------------------------------------------
 def _read_jsonl(
     spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int],
-    persist: bool = False,
-) -> tuple[DataFrame, DataFrame]:
-    lines = (
-        spark.read.format("binaryFile")
-        .load([_glob_escaped(f.path) for f in files])
-        .select("path", "content")
-        .mapInArrow(_LineSplitter(indexes), _LINES_DDL)
-    )
+    only: pa.Table | None = None,
+) -> CheckedArchive:
+    """Plain files through the project's JVM reader (``JsonLinesSource``: lines, numbers and the
+    strict check of each line as one JSON object in one pass); gzip files cut into lines by the
+    Python splitter, then the same check as a UDF. Then the fields are typed and validated."""
     fields = _needed_fields(config)
-    schema = T.StructType([T.StructField(name, T.StringType()) for name in fields])
-    # Wrapping the line in [ ] makes Jackson see trailing content ("{..} junk", two records glued
-    # together "{..}{..}") as an error: on its own it stops after the first complete value.
-    wrapped = F.concat(F.lit("["), F.col("_raw"), F.lit("]"))
-    # from_json has no generated code in Spark 4 (CodegenFallback) and drags any projection it
-    # is in into interpreted mode. So it gets projections of its own and the validation after it
-    # stays one whole-stage-codegen step (this halves the CPU time of a read).
-    parsed = lines.withColumn("_parsed", F.from_json(wrapped, T.ArrayType(schema), _JSON_OPTIONS))
-    obj = F.get(F.col("_parsed"), 0)
-    is_object = (F.coalesce(F.size("_parsed"), F.lit(-1)) == 1) & obj.isNotNull()
-    # Only for lines that are not one object (CASE is lazy): is it valid JSON at all, and what?
-    values = F.from_json(wrapped, T.ArrayType(T.StringType()), _JSON_OPTIONS)
-    first = F.substring(F.ltrim(F.col("_raw")), 1, 1)
-    kind = (
-        F.when(first == "[", "an array").when(first == '"', "a string").when(first == "n", "null")
-        .when(first.isin("t", "f"), "a boolean").otherwise("a number")
+    plain = [f for f in files if not f.path.lower().endswith(".gz")]
+    packed = [f for f in files if f.path.lower().endswith(".gz")]
+    texts = [f"_text{i}" for i in range(len(fields))]
+    parts = []
+    wanted = _lines_by_file(only)
+    if plain:
+        inputs: list[list] = [[f.path, indexes[f.path]] for f in plain]
+        if wanted is not None:
+            inputs = [[path, index, wanted.get(index, [])] for path, index in inputs]
+        parts.append(
+            spark.read.format(_JSON_LINES_SOURCE)
+            .option("files", json.dumps(inputs))
+            .option("fields", json.dumps(fields))
+            .load()
+        )
+    if packed:
+        spark.udf.registerJavaFunction(_JSON_LINE_CHECK, _JSON_LINE_CHECK_CLASS, _check_type(len(fields)))
+        split = (
+            spark.read.format("binaryFile")
+            .load([_glob_escaped(f.path) for f in packed])
+            .select("path", "content")
+            .mapInArrow(_LineSplitter({f.path: indexes[f.path] for f in packed}), _LINES_DDL)
+            .withColumn("_check", F.call_udf(_JSON_LINE_CHECK, F.col("_raw"), F.lit(json.dumps(fields))))
+        )
+        # What the splitter already knows (invalid UTF-8, a damaged file's tail) comes first.
+        known = F.col("_pre_reason").isNotNull()
+        if only is not None:
+            split = split.join(F.broadcast(spark.createDataFrame(only)), ["_file_index", "_line"],
+                               "left_semi")
+        parts.append(split.select(
+            "_file", "_file_index", "_line", "_raw",
+            F.when(known, F.col("_pre_reason")).otherwise(F.col("_check._pre_reason")).alias("_pre_reason"),
+            F.when(known, F.col("_pre_detail")).otherwise(F.col("_check._pre_detail")).alias("_pre_detail"),
+            *[F.col(f"_check.{text}").alias(text) for text in texts],
+        ))
+    lines = reduce(DataFrame.unionByName, parts)
+    # A record spells out every required field, so it takes at least this many bytes; a gzip
+    # file's size says nothing of its lines.
+    shortest = _shortest_record_bytes(config)
+    bound = None if packed else sum(f.size // shortest for f in plain)
+    return CheckedArchive(
+        _validate(lines, config, {name: F.col(text) for name, text in zip(fields, texts, strict=True)}, {}),
+        bound,
     )
-    structure = (
-        F.when(is_object, F.lit(None))
-        .when(F.coalesce(F.size(values), F.lit(-1)) != 1,
-              F.struct(F.lit("malformed_json").alias("r"),
-                       F.lit("not one valid JSON value").alias("d")))
-        .otherwise(F.struct(F.lit("not_an_object").alias("r"),
-                            F.concat(F.lit("valid JSON but "), kind, F.lit(", not an object")).alias("d")))
+
+
+def _required_fields(config: PipelineConfig) -> list[str]:
+    """The fields every accepted record has (non-null)."""
+    source = config.source
+    required = [source.event_time, *config.key]
+    required += [n for n in (source.ingest_time, source.partition, source.offset, source.id) if n]
+    return list(dict.fromkeys(required))
+
+
+def _shortest_record_bytes(config: PipelineConfig) -> int:
+    """The shortest line an accepted record can be: ``{"a":0,"b":0}`` with its required fields."""
+    names = _required_fields(config)
+    return 2 + sum(len(name.encode()) + 4 for name in names) + len(names) - 1
+
+
+def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile]) -> int:
+    """At least as many as the records in ``files`` (their lines, or Parquet rows), read without
+    parsing anything: a bound for what the driver would have to hold."""
+    if not files:
+        return 0
+    if config.source.format == "parquet":
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return sum(rows for _, rows in pool.map(lambda f: _parquet_footer(spark, f.path), files))
+    plain = [f for f in files if not f.path.lower().endswith(".gz")]
+    packed = [f for f in files if f.path.lower().endswith(".gz")]
+    count = spark.read.text([_glob_escaped(f.path) for f in plain]).count() if plain else 0
+    if packed:
+        count += (
+            spark.read.format("binaryFile").load([_glob_escaped(f.path) for f in packed])
+            .select("path", "content")
+            .mapInArrow(_LineSplitter({f.path: i for i, f in enumerate(packed)}), _LINES_DDL)
+            .count()
+        )
+    return count
+
+
+def _lines_by_file(only: pa.Table | None) -> dict[int, list[int]] | None:
+    """``only``'s lines as ``{file index: [line, ...]}``, ascending."""
+    if only is None:
+        return None
+    wanted: dict[int, list[int]] = {}
+    files, lines = only.column("_file_index").to_pylist(), only.column("_line").to_pylist()
+    for file_index, line in sorted(zip(files, lines, strict=True), key=lambda pair: (pair[0], pair[1] or 0)):
+        if line is not None:
+            wanted.setdefault(file_index, []).append(line)
+    return wanted
+
+
+def _check_type(width: int) -> T.StructType:
+    """What ``JsonLineFields`` returns: the line's problem, if any, then each field's text."""
+    return T.StructType(
+        [T.StructField("_pre_reason", T.StringType()), T.StructField("_pre_detail", T.StringType())]
+        + [T.StructField(f"_text{i}", T.StringType()) for i in range(width)]
     )
-    extracted = parsed.select(
-        *_LINES_COLUMNS, structure.alias("_structure"),
-        *[obj.getField(name).alias(f"_text{i}") for i, name in enumerate(fields)],
-    )
-    texts = {name: F.col(f"_text{i}") for i, name in enumerate(fields)}
-    return _validate(extracted, config, texts, {}, F.col("_structure"), persist)
 
 
 class _LineSplitter:
@@ -406,10 +523,10 @@ def _mark_invalid_utf8(
             texts.append(line.decode("utf-8"))
             reasons.append(None)
             details.append(None)
-        except UnicodeDecodeError as error:
+        except UnicodeDecodeError:
             texts.append(line.decode("utf-8", "replace"))
             reasons.append("malformed_json")
-            details.append(f"not valid UTF-8 ({error.reason} at byte {error.start})")
+            details.append(_INVALID_UTF8)
     return pa.array(texts, pa.string()), pa.array(reasons, pa.string()), pa.array(details, pa.string())
 
 
@@ -456,8 +573,8 @@ def _gunzip(data: memoryview, lines: _FileLines) -> Iterator[bytes]:
 # ---- Parquet -------------------------------------------------------------------------------------
 def _read_parquet(
     spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int],
-    persist: bool = False,
-) -> tuple[DataFrame, DataFrame]:
+    only: DataFrame | None = None,
+) -> CheckedArchive:
     """Parquet rows through the same validation; an unreadable file becomes one quarantine row.
 
     Each footer is read first (on the driver, through Hadoop, so any file system works): a file
@@ -468,15 +585,20 @@ def _read_parquet(
     readable, broken = [], []
     # Footer reads are round trips to the file system (object stores: ~50 ms each): overlap them.
     with ThreadPoolExecutor(max_workers=8) as pool:
-        problems = list(pool.map(lambda f: _parquet_footer_problem(spark, f.path), files))
-    for f, problem in zip(files, problems, strict=True):
+        footers = list(pool.map(lambda f: _parquet_footer(spark, f.path), files))
+    for f, (problem, _) in zip(files, footers, strict=True):
         if problem is None:
             readable.append(f)
         else:
-            broken.append((f.path, None, None, "unreadable_file", problem))
-    broken_df = spark.createDataFrame(broken, _QUARANTINE_DDL)
+            broken.append((f.path, indexes[f.path], ("unreadable_file", problem)))
+    broken_df = spark.createDataFrame(
+        broken, "_file string, _file_index int, _outcome struct<r: string, d: string>"
+    )
+    rows_bound = sum(rows for _, rows in footers) + len(broken)
     if not readable:
-        return _empty(spark, config)[0], broken_df
+        return CheckedArchive(
+            _empty_checked(spark, config).unionByName(broken_df, allowMissingColumns=True), rows_bound
+        )
     # mergeSchema: a column added to later files must not be read as null from the first file's
     # schema alone.
     table = spark.read.option("mergeSchema", "true").parquet(*[_glob_escaped(f.path) for f in readable])
@@ -502,6 +624,8 @@ def _read_parquet(
         .withColumn("_pre_reason", F.lit(None).cast("string"))
         .withColumn("_pre_detail", F.lit(None).cast("string"))
     )
+    if only is not None:
+        rows = rows.join(F.broadcast(spark.createDataFrame(only)), ["_file_index", "_line"], "left_semi")
     texts: dict[str, Column] = {}
     event_ms: dict[str, Column] = {}
     for name in _needed_fields(config):
@@ -523,12 +647,13 @@ def _read_parquet(
             texts[name] = F.to_json(column)
         else:
             texts[name] = column.cast("string")
-    records, quarantine = _validate(rows, config, texts, event_ms, None, persist)
-    return records, quarantine.unionByName(broken_df)
+    checked = _validate(rows, config, texts, event_ms)
+    return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
 
 
-def _parquet_footer_problem(spark: SparkSession, path: str) -> str | None:
-    """Why the file's Parquet footer cannot be read, or None when it can.
+def _parquet_footer(spark: SparkSession, path: str) -> tuple[str | None, int]:
+    """``(problem, rows)``: why the file's Parquet footer cannot be read (None when it can), and
+    the rows it declares.
 
     Only a damaged or foreign file is a problem to report; an I/O failure (a missing file, a
     network error, throttling) is raised, since quarantining the file would lose it for good.
@@ -542,6 +667,7 @@ def _parquet_footer_problem(spark: SparkSession, path: str) -> str | None:
         reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
             jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hadoop_path, conf)
         )
+        rows = reader.getRecordCount()
         reader.close()
     except Py4JJavaError as error:
         java = error.java_exception
@@ -551,9 +677,9 @@ def _parquet_footer_problem(spark: SparkSession, path: str) -> str | None:
         if kind == "java.lang.RuntimeException" or kind.startswith("org.apache.parquet") or (
             "org.apache.parquet.format" in message
         ):
-            return f"not a readable Parquet file: {message}"
+            return f"not a readable Parquet file: {message}", 0
         raise
-    return None
+    return None, rows
 
 
 # ---- validation (shared) -------------------------------------------------------------------------
@@ -562,19 +688,16 @@ def _validate(
     config: PipelineConfig,
     texts: dict[str, Column],
     parsed_ms: dict[str, Column],
-    structure: Column | None,
-    persist: bool = False,
-) -> tuple[DataFrame, DataFrame]:
+) -> DataFrame:
     """Type and check the fields; every row gets exactly one outcome.
 
     ``texts`` holds each needed field as text (NULL when absent); ``parsed_ms`` time fields that
-    are already epoch ms; ``structure`` a (reason, detail) struct for rows that are not a JSON
-    object. The first failing check names the reason, in the order of the quarantine reasons.
+    are already epoch ms; ``_pre_reason``/``_pre_detail`` what is known before the fields are
+    typed (not one JSON object, invalid UTF-8, a damaged file's tail). The first failing check
+    names the reason, in the order of the quarantine reasons.
     """
     source = config.source
-    required = [source.event_time, *config.key]
-    required += [n for n in (source.ingest_time, source.partition, source.offset, source.id) if n]
-    required = list(dict.fromkeys(required))
+    required = _required_fields(config)
 
     def time_ms(name: str) -> Column:
         return parsed_ms[name] if name in parsed_ms else _time_ms(texts[name])
@@ -606,8 +729,6 @@ def _validate(
 
     outcome = F.when(F.col("_pre_reason").isNotNull(),
                      F.struct(F.col("_pre_reason").alias("r"), F.col("_pre_detail").alias("d")))
-    if structure is not None:
-        outcome = outcome.when(structure.isNotNull(), structure)
     outcome = (
         outcome.when(any_missing, F.struct(
             F.lit("missing_field").alias("r"),
@@ -630,26 +751,7 @@ def _validate(
         *[texts[k].alias(k) for k in config.key],
         *[typed[c].alias(c) for c in config.value_columns()],
     )
-    if persist:
-        from pyspark import StorageLevel
-
-        # On disk: a whole archive would otherwise fill the heap (and the process's memory) with
-        # cached blocks; reading them back from local disk costs about what memory does here.
-        checked = checked.persist(StorageLevel.DISK_ONLY)
-    records = checked.where(F.col("_outcome").isNull()).select(
-        F.col("_file"), F.col("_file_index").cast("int"), F.col("_line").cast("bigint"),
-        "_event_time", "_ingest_time", "_partition", "_offset", "_id", "_raw",
-        *[F.col(_quote(k)) for k in config.key],
-        *[F.col(_quote(c)) for c in config.value_columns()],
-    )
-    quarantine = checked.where(F.col("_outcome").isNotNull()).select(
-        F.col("_file").alias("source_file"),
-        F.col("_line").cast("bigint").alias("line"),
-        F.col("_raw").alias("raw"),
-        F.col("_outcome.r").alias("reason"),
-        F.col("_outcome.d").alias("detail"),
-    )
-    return records, quarantine
+    return checked
 
 
 def _time_ms(text: Column) -> Column:

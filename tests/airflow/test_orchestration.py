@@ -139,14 +139,14 @@ def test_spark_mode_from_env(monkeypatch):
 
 
 def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
-    """The operator resolves Delta's jars and the finalize param when it runs; the master comes
-    from the spark_default connection."""
+    """The operator resolves the project's jars (Delta's and its own) and the finalize param when
+    it runs; the master comes from the spark_default connection."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "spark://127.0.0.1", '
                        '"port": 7077}')
-    jars = ["/jars/delta-spark.jar", "/jars/storage.jar"]
-    monkeypatch.setattr("spark_jobs.session.delta_jars", lambda: jars)
+    jars = ["/jars/delta-spark.jar", "/jars/storage.jar", "/cache/replay.jar"]
+    monkeypatch.setattr("spark_jobs.session.project_jars", lambda: jars)
     seen = {}
 
     def fake_submit(hook, application="", **kwargs):
@@ -159,7 +159,7 @@ def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
     operator.execute({"params": {"finalize": True}, "data_interval_end": end})
     command = seen["command"]
     assert command[:3] == ["spark-submit", "--master", "spark://127.0.0.1:7077"]
-    assert command[command.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/storage.jar"
+    assert command[command.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/storage.jar,/cache/replay.jar"
     assert command[-5:] == [str(orch.REPLAY_JOB), "/p/clicks.yaml", "--until", "1700002800000", "--finalize"]
     assert seen["env"]["REPLAY_BASE_DIR"] == orch.base_dir()
     assert seen["env"]["PATH"].startswith(str(Path(sys.executable).parent))

@@ -10,18 +10,16 @@ import pytest
 from replay_helpers import write_archive, write_pipeline
 
 from spark_jobs.config import load_config
-from spark_jobs.ordering import number_records
+from spark_jobs.ordering import number_records, sort_key_columns
 
 pytestmark = pytest.mark.spark
 
 
 def numbering(config, frame, seq_base):
-    """{(file index, line): seq} on the driver and on the cluster."""
-    count = frame.count()
+    """{(file index, line): seq} on the driver (from the collected sort keys) and on the cluster."""
     result = {}
-    for where, limit in (("driver", count), ("cluster", count - 1)):
-        numbered = number_records(frame.sparkSession, replace(config, sort_on_driver_max_records=limit),
-                                  frame, count, seq_base)
+    for where, keys in (("driver", frame.select(*sort_key_columns(config)).toArrow()), ("cluster", None)):
+        numbered = number_records(frame.sparkSession, config, frame, seq_base, keys)
         rows = numbered.frame.select("_file_index", "_line", "_seq").collect()
         numbered.close()
         result[where] = {(row[0], row[1]): row[2] for row in rows}

@@ -25,8 +25,12 @@ from spark_jobs.sources import (
     QUARANTINE_REASONS,
     RECORD_COLUMNS,
     ArchiveFile,
+    accepted,
+    check_archive,
+    line_count,
     list_archive,
     read_archive,
+    rejected,
 )
 
 pytestmark = pytest.mark.spark
@@ -334,6 +338,53 @@ def test_every_line_lands_in_exactly_one_output(jsonl, archive):
     assert jsonl["records"].count() + jsonl["quarantine"].count() == len(expected)
     randoms = by_file(jsonl["bad"], archive / "random.jsonl.gz")
     assert len(randoms) > 100 and {r["reason"] for r in randoms.values()} <= set(QUARANTINE_REASONS)
+
+
+def test_reading_only_the_quarantined_lines_gives_the_same_quarantine(spark, jsonl):
+    """The ingest re-reads just the lines it found bad: plain files skip the others in the JVM
+    reader, gzip files by a semi-join; the rows must be those of a full read."""
+    checked = check_archive(spark, jsonl["config"], jsonl["files"], 5).frame
+    bad = checked.where(checked["_outcome"].isNotNull()).select("_file_index", "_line").toArrow()
+    again = check_archive(spark, jsonl["config"], jsonl["files"], 5, only=bad).frame
+    assert accepted(again, jsonl["config"]).count() == 0
+    assert sorted(map(repr, rejected(again).collect())) == sorted(map(repr, jsonl["quarantine"].collect()))
+
+
+def test_line_count_bounds_the_records(spark, jsonl, archive):
+    counted = line_count(spark, jsonl["config"], jsonl["files"])
+    expected = sum(len(expected_lines(Path(f.path.removeprefix("file:")))) for f in jsonl["files"])
+    assert expected <= counted <= expected + 40  # blank lines and trailing lines are counted too
+
+
+def test_long_lines_and_line_breaks_across_read_buffers(spark, tmp_path):
+    """The JVM reader reads 1 MB at a time: a 3 MB line, and \r\n endings falling anywhere
+    across buffer boundaries, read as the gzip path (the Python splitter) reads them."""
+    lines = [good(f"b{i}", region="r" * (i * 997 % 4000)) for i in range(2000)]
+    lines[700] = good("huge", region="x" * 3_000_000)
+    data = ("\r\n".join(lines) + "\r\n").encode()
+    (tmp_path / "big.jsonl").write_bytes(data)
+    (tmp_path / "big.jsonl.gz").write_bytes(gzip.compress(data))
+    config = pipeline(tmp_path)
+    files = list_archive(spark, config.source)
+    records, quarantine = read_archive(spark, config, files)
+    assert quarantine.count() == 0
+    rows = records.select("_file_index", "_line", "_raw", "_id", "region").collect()
+    by_source: dict[int, dict] = {0: {}, 1: {}}
+    for r in rows:
+        by_source[r["_file_index"]][r["_line"]] = (r["_raw"], r["_id"], r["region"])
+    assert by_source[0] == by_source[1]
+    assert [by_source[0][n][0] for n in range(1, 2001)] == lines
+    assert by_source[0][701][1:] == ("huge", "x" * 3_000_000)
+
+
+def test_parquet_only_reads_the_lines_asked_for(spark, parquet):
+    config = pipeline(parquet["root"], "parquet")
+    checked = check_archive(spark, config, parquet["files"], 2).frame
+    bad = checked.where(checked["_outcome"].isNotNull()).select("_file_index", "_line").toArrow()
+    again = check_archive(spark, config, parquet["files"], 2, only=bad).frame
+    assert sorted(map(repr, rejected(again).collect())) == sorted(map(repr, rejected(checked).collect()))
+    assert accepted(again, config).count() == 0
+    assert line_count(spark, config, parquet["files"]) >= accepted(checked, config).count()
 
 
 def test_no_files_give_empty_frames_with_the_schema(spark, jsonl):
