@@ -129,6 +129,9 @@ class PipelineConfig:
     #: An ingest of up to this many records is sorted into replay order on the driver (narrow
     #: keys, ~70 bytes of driver memory a record); a larger one sorts its full rows on the cluster.
     sort_on_driver_max_records: int = 20_000_000
+    #: A pass of up to this many records runs its keys on the driver (one read of its records, no
+    #: shuffle, no Python workers); a larger one runs them on the executors, grouped by key.
+    driver_pass_max_records: int = 1_000_000
     latest_every: int = 10
     evictor: Any = None
     aggregate_function: UserFunction | None = None
@@ -312,7 +315,12 @@ class _Parser:
         sort_on_driver_max_records = self.whole_number(
             batch, "batch", "sort_on_driver_max_records", 20_000_000, minimum=0
         )
-        unknown = sorted(set(batch) - {"max_records", "pass_max_records", "sort_on_driver_max_records"})
+        driver_pass_max_records = self.whole_number(
+            batch, "batch", "driver_pass_max_records", 1_000_000, minimum=0
+        )
+        unknown = sorted(set(batch) - {
+            "max_records", "pass_max_records", "sort_on_driver_max_records", "driver_pass_max_records",
+        })
         if unknown:
             raise self.fail(f"batch.{unknown[0]}", "unknown setting")
         output = self.mapping(data, "output", required=True)
@@ -336,6 +344,7 @@ class _Parser:
             batch_max_records=max_records,
             pass_max_records=pass_max_records,
             sort_on_driver_max_records=sort_on_driver_max_records,
+            driver_pass_max_records=driver_pass_max_records,
             output_path=resolve_path(output_path),
             latest_every=latest_every,
             evictor=evictor,

@@ -31,7 +31,14 @@ from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
 from .keyed import operator_spec
 from .ordering import collect_in_replay_order
-from .spark_batch import STATE_COLUMNS, make_cogroup_function, output_ddl, sql_type
+from .spark_batch import (
+    STATE_COLUMNS,
+    make_cogroup_function,
+    output_ddl,
+    output_schema,
+    run_keys_on_driver,
+    sql_type,
+)
 from .state.delta import BATCH_TABLES, DeltaStore
 from .watermarks import Timeline, WatermarkState, compute_pass_timelines
 
@@ -203,6 +210,8 @@ class _Replay:
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-write")
         #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
+        #: ``(batch id, state rows as Arrow)`` after the last pass this run committed.
+        self.carried_state: tuple[int, Any] | None = None
 
     def run(self, finalize: bool, until_ms: int | None = None) -> RunSummary:
         from .recovery import pipeline_lock
@@ -505,7 +514,7 @@ class _Replay:
         belongs to. One write per table, then the batches' ``replay_log`` rows in one append:
         either all of them are committed or none.
         """
-        from pyspark import StorageLevel
+        import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
         started = time.time()
@@ -519,18 +528,15 @@ class _Replay:
         else:
             staged = None
         inputs = config.input_watermarks()
-        timeline_columns = ["_seq", "_event_time", "_ingest_time", "_partition"]
-        if inputs is not None:
-            timeline_columns.append("_input")
-        arrow = None
-        if staged is not None:
-            arrow = collect_in_replay_order(staged, *timeline_columns)
+        arrow = self.timeline_source(staged, seq_start, seq_end)
         steps = {"timeline_read": time.time() - started}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
         ingest = None
         if config.source.ingest_time and arrow is not None:
             ingest = arrow.column("_ingest_time").to_numpy()
-        partition = arrow.column("_partition").to_numpy(zero_copy_only=False) if arrow is not None else None
+        partition = None
+        if arrow is not None:
+            partition = arrow.column("_partition").to_numpy(zero_copy_only=False).astype(object)
         if inputs is not None and arrow is not None:
             # Two inputs: each input's partitions are its own ("left/0", "right/0").
             names = np.array([f"{name}/" for name in inputs], dtype=object)
@@ -540,7 +546,6 @@ class _Replay:
             config.watermark, watermark_state, seq_start, event_time, ingest, partition,
             [(batch.records, batch.finalize) for batch in batches], inputs,
         )
-        state = self.read_state(last)
         value_columns = ["_input"] if inputs is not None else config.value_columns()
         record_columns = [*keys, "_seq", "_event_time", *value_columns]
         if self.spec.needs_element:
@@ -552,27 +557,43 @@ class _Replay:
         function = make_cogroup_function(
             config, self.spec, Timeline.concat(timelines), [(b.seq_start, b.batch_id) for b in batches]
         )
-        out = (
-            records.groupBy(*keys)
-            .cogroup(state.groupBy(*keys))
-            .applyInArrow(function, output_ddl(config))
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
         mark = time.time()
-        counts = {
-            (row["_kind"], row["timing"], row["_batch"]): row["n"]
-            for row in out.groupBy("_kind", "timing", "_batch").agg(F.count("*").alias("n")).collect()
-        }
+        # What a pass emits (panes, late records' positions, open windows) is small next to what
+        # it reads, and it all comes to the driver, which writes each table from there. A pass
+        # small enough runs its keys there too: the vectorised operator costs less than moving
+        # the records through a shuffle and Python workers.
+        if seq_end - seq_start <= config.driver_pass_max_records:
+            out = run_keys_on_driver(function, keys, records.toArrow(), self.state_table(last),
+                                     output_schema(config))
+        else:
+            out = (
+                records.groupBy(*keys)
+                .cogroup(self.read_state(last).groupBy(*keys))
+                .applyInArrow(function, output_ddl(config))
+                .toArrow()
+            )
         steps["operator"] = time.time() - mark
+        kind = out.column("_kind")
+        by_kind = {value: out.filter(pc.equal(kind, value)) for value in pc.unique(kind).to_pylist()}
+        kinds = set(by_kind)
         panes = {batch_id: {} for batch_id in ids}
         late_counts = dict.fromkeys(ids, 0)
-        kinds: set[str] = set()
-        for (kind, timing, batch_id), n in counts.items():
-            kinds.add(kind)
-            if kind == "pane":
+        if "pane" in by_kind:
+            counted = by_kind["pane"].group_by(["_batch", "timing"]).aggregate([("_batch", "count")])
+            for batch_id, timing, n in zip(*(counted.column(c).to_pylist()
+                                            for c in ("_batch", "timing", "_batch_count")), strict=True):
                 panes[batch_id][timing] = n
-            elif kind == "late":
+        if "late" in by_kind:
+            counted = by_kind["late"].group_by("_batch").aggregate([("_batch", "count")])
+            for batch_id, n in zip(counted.column("_batch").to_pylist(),
+                                   counted.column("_batch_count").to_pylist(), strict=True):
                 late_counts[batch_id] = n
+
+        def frame(kind: str):
+            rows = by_kind.get(kind)
+            # One task, one file: a pass's output is small, and a write's tasks cost more than
+            # their rows.
+            return self.spark.createDataFrame(rows if rows is not None else out.slice(0, 0)).coalesce(1)
 
         def traced(name: str, write: Callable[[], None]) -> Callable[[], None]:
             def run() -> None:
@@ -584,7 +605,7 @@ class _Replay:
 
         tag = final.batch_id  # commits are tagged with the pass's last batch
         writes: list[Callable[[], None]] = []
-        results = self.results_frame(out.where(F.col("_kind") == "pane"))
+        results = self.results_frame(frame("pane"))
         results_table = config.results_table
         if "pane" in kinds:
             writes.append(traced("results", lambda: store.append_batch(results, results_table, tag)))
@@ -605,29 +626,26 @@ class _Replay:
             latest = self.latest_frame(since)
             writes.append(traced("latest", lambda: store.merge_latest_panes(latest, keys, tag)))
         if "late" in kinds and config.late_output == "side_output":
-            late = self.late_frame(out, staged)
+            late = self.late_frame(frame("late"), staged)
             writes.append(traced("late", lambda: store.append_batch(late, "late_events", tag)))
-        new_state = out.where(F.col("_kind") == "state").select(
+        new_state = frame("state").select(
             *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
         )
         writes.append(traced("state", lambda: store.overwrite_batch(new_state, "operator_state", tag)))
         if "side" in kinds:
-            sides = out.where(F.col("_kind") == "side").select(
+            sides = frame("side").select(
                 *keys, F.col("detail").alias("tag"), F.col("contents").alias("payload"), "watermark",
                 "replay_clock", "emit_seq", F.col("emit_step").cast("int").alias("emit_step"),
                 F.col("_batch").alias("batch_id"),
             )
             writes.append(traced("side", lambda: store.append_batch(sides, "side_outputs", tag)))
-        leaks = []
-        if "leak" in kinds:
-            leaks = [row["detail"] for row in out.where(F.col("_kind") == "leak").select("detail").collect()]
+        leaks = by_kind["leak"].column("detail").to_pylist() if "leak" in kinds else []
         for leak in leaks:
             self.progress(f"[{config.name}] WARNING state leak: {leak}")
         # Different tables commit independently: overlap their Spark jobs and Delta commits.
         mark = time.time()
         for future in [self.pool.submit(write) for write in writes]:
             future.result()
-        out.unpersist()
         self.maintain(ids)
         steps["writes"] = time.time() - mark
         versions = {
@@ -672,6 +690,9 @@ class _Replay:
         store.append_batch(log_rows, "replay_log", tag)
         for batch_id in ids:
             crash_point(f"batch:{batch_id}:committed")
+        # The next pass of this run starts from this state without reading it back.
+        state_columns = [*keys, *[name for name, _ in STATE_COLUMNS]]
+        self.carried_state = (final.batch_id, by_kind.get("state", out.slice(0, 0)).select(state_columns))
         steps["commit"] = time.time() - mark
         self.profile("steps", steps)
         seconds = time.time() - started
@@ -683,12 +704,11 @@ class _Replay:
             ))
         return entries[-1]
 
-    def late_frame(self, out, staged):
+    def late_frame(self, late, staged):
         from pyspark.sql import functions as F
 
         return (
-            out.where(F.col("_kind") == "late")
-            .select(F.col("_seq"), F.col("watermark"))
+            F.broadcast(late.select(F.col("_seq"), F.col("watermark")))
             .join(staged, "_seq")
             .select(
                 "_seq", *self.config.key, F.col("_event_time").alias("event_time"),
@@ -700,6 +720,19 @@ class _Replay:
             )
         )
 
+    def timeline_source(self, staged: Any, seq_start: int, seq_end: int) -> Any:
+        """The pass's records' timeline columns in replay order (None for no records): from what
+        this run ingested when it covers the pass, else read back from staging."""
+        from .ordering import timeline_columns
+
+        if staged is None:
+            return None
+        if self.ingested is not None:
+            base, _, table = self.ingested
+            if base <= seq_start and seq_end <= base + table.num_rows:
+                return table.slice(seq_start - base, seq_end - seq_start)
+        return collect_in_replay_order(staged, "_seq", *timeline_columns(self.config))
+
     def late_reason(self) -> str:
         join = self.config.join
         if join is not None and join.type == "interval":
@@ -709,6 +742,13 @@ class _Replay:
         from .operator import LATE_REASON
 
         return LATE_REASON
+
+    def state_table(self, last: dict[str, Any] | None) -> Any:
+        """The state after the last committed batch, as Arrow: kept from this run's previous
+        pass, or read from ``operator_state``."""
+        if last is not None and self.carried_state is not None and self.carried_state[0] == last["batch_id"]:
+            return self.carried_state[1]
+        return self.read_state(last).toArrow()
 
     def read_state(self, last: dict[str, Any] | None):
         version = (last or {}).get("table_versions", {}).get("operator_state") if last else None

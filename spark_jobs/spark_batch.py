@@ -13,7 +13,9 @@ import json
 from bisect import bisect_right
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
@@ -67,6 +69,10 @@ def arrow_type(kind: str) -> pa.DataType:
     return _ARROW_TYPES[kind]
 
 
+def output_schema(config: PipelineConfig) -> pa.Schema:
+    return pa.schema([(name, arrow_type(kind)) for name, kind in output_columns(config)])
+
+
 def output_ddl(config: PipelineConfig) -> str:
     return ", ".join(f"`{name}` {sql_type(kind)}" for name, kind in output_columns(config))
 
@@ -94,7 +100,7 @@ def make_cogroup_function(
     # A join's records carry their input (0 left, 1 right) as their only value.
     value_columns = ["_input"] if config.join is not None else [spec_.column for spec_ in config.aggregates]
     columns = output_columns(config)
-    schema = pa.schema([(name, arrow_type(kind)) for name, kind in columns])
+    schema = output_schema(config)
     needs_element = spec.needs_element
     output_names = [name for name, _ in config.outputs()]
 
@@ -167,6 +173,44 @@ def make_cogroup_function(
         return pa.table(data, schema=schema)
 
     return run
+
+
+def run_keys_on_driver(
+    function: Any, keys: list[str], records: pa.Table, state: pa.Table, schema: pa.Schema
+) -> pa.Table:
+    """What ``records.groupBy(keys).cogroup(state.groupBy(keys)).applyInArrow(function)`` computes,
+    without Spark: each key's records (in ``_seq`` order) and state rows go through the same
+    ``function``, keys in sorted order."""
+    record_groups = _groups(records, keys, "_seq")
+    state_groups = _groups(state, keys, None)
+    no_records, no_state = records.slice(0, 0), state.slice(0, 0)
+    outputs = []
+    for key in sorted(set(record_groups) | set(state_groups)):
+        scalars, group = record_groups.get(key, (None, no_records))
+        if scalars is None:
+            scalars = state_groups[key][0]
+        outputs.append(function(scalars, group, state_groups.get(key, (None, no_state))[1]))
+    return pa.concat_tables(outputs) if outputs else schema.empty_table()
+
+
+def _groups(table: pa.Table, keys: list[str], order: str | None) -> dict[tuple, tuple[tuple, pa.Table]]:
+    """``table`` cut by its ``keys`` columns: ``{key values: (key as Arrow scalars, rows)}``."""
+    if table.num_rows == 0:
+        return {}
+    sort_keys = [(key, "ascending") for key in keys] + ([(order, "ascending")] if order else [])
+    table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
+    starts = np.zeros(table.num_rows, dtype=bool)
+    starts[0] = True
+    for key in keys:
+        column = table.column(key)
+        starts[1:] |= pc.not_equal(column.slice(1), column.slice(0, len(column) - 1)).to_numpy(
+            zero_copy_only=False)
+    bounds = [*np.flatnonzero(starts).tolist(), table.num_rows]
+    groups = {}
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        scalars = tuple(table.column(key)[start] for key in keys)
+        groups[tuple(scalar.as_py() for scalar in scalars)] = (scalars, table.slice(start, end - start))
+    return groups
 
 
 def _state_rows(state: pa.Table) -> list[WindowStateRow]:

@@ -137,15 +137,18 @@ class DeltaStore:
 
         table = "window_latest"
         if not self.exists(table):
+            # A new table: every pane is an insert, which a plain write makes without MERGE's join
+            # (the properties below are the table's from its first version on).
             (
-                DeltaTable.createIfNotExists(self.spark)
-                .location(self.path(table))
-                .addColumns(panes.schema)
-                .property("delta.enableChangeDataFeed", "true")
+                panes.write.format("delta")
+                .mode("append")
+                .option("delta.enableChangeDataFeed", "true")
                 # MERGE marks replaced rows in deletion vectors instead of rewriting files.
-                .property("delta.enableDeletionVectors", "true")
-                .execute()
+                .option("delta.enableDeletionVectors", "true")
+                .option("userMetadata", f"batch={batch_id}")
+                .save(self.path(table))
             )
+            return
         match = " AND ".join(
             [f"t.`{k}` = s.`{k}`" for k in keys]
             + ["t.window_start <=> s.window_start", "t.window_end <=> s.window_end"]

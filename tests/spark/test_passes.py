@@ -1,6 +1,7 @@
 """Several micro-batches per Spark pass: the tables are those of one batch per pass, row for row
 (batch ids, watermarks and commit-log rows included); only the number of commits shrinks, and a
-reprocess rewinds to a pass boundary."""
+reprocess rewinds to a pass boundary. Running a pass's keys on the executors (a shuffle by key)
+instead of on the driver changes nothing either."""
 
 from __future__ import annotations
 
@@ -28,15 +29,18 @@ def delta_commits(spark, table) -> int:
 def test_batches_per_pass_change_no_row_only_the_commits(spark, tmp_path):
     archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
     runs = {}
-    for name, per_pass in (("one_per_pass", 20), ("three_per_pass", 60)):
+    for name, per_pass, on_driver in (
+        ("one_per_pass", 20, 1_000_000), ("three_per_pass", 60, 1_000_000), ("on_executors", 60, 0),
+    ):
         config = write_pipeline(
             tmp_path / f"{name}.yaml", archive, tmp_path / name,
-            batch={"max_records": 20, "pass_max_records": per_pass},
+            batch={"max_records": 20, "pass_max_records": per_pass, "driver_pass_max_records": on_driver},
         )
         done = cli("run", str(config), "--finalize")
         assert done.returncode == 0, done.stderr[-3000:]
         runs[name] = tables(spark, tmp_path / name)
     assert runs["three_per_pass"] == runs["one_per_pass"]
+    assert runs["on_executors"] == runs["one_per_pass"]
     log = runs["one_per_pass"]["replay_log"]
     assert len(log) == 7 and len({row[0] for row in log}) == 7  # 6 batches and the finalize
     results = spark.read.format("delta").load(str(tmp_path / "three_per_pass" / "window_results"))

@@ -63,7 +63,9 @@ def test_defaults():
     assert config.watermark.emit == "per_record" and config.watermark.max_out_of_orderness == 0
     assert config.watermark.idle_timeout is None
     assert config.pass_max_records == 1_000_000 and config.sort_on_driver_max_records == 20_000_000
+    assert config.driver_pass_max_records == 1_000_000
     assert parse_config(with_("batch.sort_on_driver_max_records", 0)).sort_on_driver_max_records == 0
+    assert parse_config(with_("batch.driver_pass_max_records", 0)).driver_pass_max_records == 0
 
 
 @pytest.mark.parametrize(("path", "value", "field"), [
@@ -91,6 +93,8 @@ def test_defaults():
     ("batch.max_records", 0, "batch.max_records"),
     ("batch.sort_on_driver_max_records", -1, "batch.sort_on_driver_max_records"),
     ("batch.sort_on_driver_max_records", True, "batch.sort_on_driver_max_records"),
+    ("batch.driver_pass_max_records", -1, "batch.driver_pass_max_records"),
+    ("batch.driver_pass_max_records", "all", "batch.driver_pass_max_records"),
     ("batch.sort_on_cluster", True, "batch.sort_on_cluster"),
 ])
 def test_errors_name_the_field(path, value, field):
