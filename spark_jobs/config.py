@@ -131,6 +131,7 @@ class PipelineConfig:
     sort_on_driver_max_records: int = 20_000_000
     #: A pass of up to this many records runs its keys on the driver (one read of its records, no
     #: shuffle, no Python workers); a larger one runs them on the executors, grouped by key.
+    #: Pipelines on the per-record operator (not the vectorised kernel): up to a tenth of it.
     driver_pass_max_records: int = 1_000_000
     latest_every: int = 10
     evictor: Any = None

@@ -364,19 +364,8 @@ class _Replay:
             self.ingested = (seq_base, batch_base, columns.set_column(2, "_partition", partition))
         del keys
         clock.step("numbered")
-        batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
-        staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
-        self.store.replace_where(
-            staged, "staging", f"_ingest = {ingest_id}",
-            stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
-            # Records are staged in ranges of _seq: a pass reads just the row groups of its range.
-            row_group_bytes=STAGING_ROW_GROUP_BYTES,
-        )
-        numbered.close()
-        # Drops the cluster sort's copy of the records, if it made one.
-        self.spark.catalog.clearCache()
-        clock.step("staged")
-        crash_point("ingest:staged")
+        # The quarantined lines, known by now, are read again on their own, beside the staging
+        # write: both are idempotent (replaced by ingest id) until source_files commits the ingest.
         quarantined = bad.num_rows
         if quarantined:
             bad_rows = union([tag(rejected(checked.frame)) for checked, tag in read(bad)])
@@ -386,10 +375,24 @@ class _Replay:
             bad_rows = self.spark.createDataFrame(
                 [], "source_file string, line bigint, raw string, reason string, detail string"
             )
-        self.store.replace_where(
-            bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")), "quarantine",
-            f"ingest_id = {ingest_id}",
+        quarantine = self.pool.submit(
+            self.store.replace_where, bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")),
+            "quarantine", f"ingest_id = {ingest_id}",
         )
+        batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
+        staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
+        self.store.replace_where(
+            staged, "staging", f"_ingest = {ingest_id}",
+            stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
+            # Records are staged in ranges of _seq: a pass reads just the row groups of its range.
+            row_group_bytes=STAGING_ROW_GROUP_BYTES, unique_columns=("_raw", "_id"),
+        )
+        numbered.close()
+        # Drops the cluster sort's copy of the records, if it made one.
+        self.spark.catalog.clearCache()
+        clock.step("staged")
+        crash_point("ingest:staged")
+        quarantine.result()
         clock.step("quarantined")
         rows = [
             (f.path, f.size, f.modified_ms, file_indexes[f.path], ingest_id,
@@ -562,7 +565,7 @@ class _Replay:
         # it reads, and it all comes to the driver, which writes each table from there. A pass
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
-        if seq_end - seq_start <= config.driver_pass_max_records:
+        if self.runs_on_driver(seq_end - seq_start):
             out = run_keys_on_driver(function, keys, records.toArrow(), self.state_table(last),
                                      output_schema(config))
         else:
@@ -742,6 +745,15 @@ class _Replay:
         from .operator import LATE_REASON
 
         return LATE_REASON
+
+    def runs_on_driver(self, records: int) -> bool:
+        """Whether a pass of ``records`` runs its keys on the driver (see the setting). The
+        per-record operator (pipelines the vectorised kernel does not cover) costs ten times as
+        much per record: there the executors' cores pay off for passes a tenth of the size."""
+        from .window_kernel import supports
+
+        limit = self.config.driver_pass_max_records
+        return records <= (limit if supports(self.spec) else limit // 10)
 
     def state_table(self, last: dict[str, Any] | None) -> Any:
         """The state after the last committed batch, as Arrow: kept from this run's previous
