@@ -96,6 +96,30 @@ def plan_passes(batches: list[PendingBatch], max_records: int) -> list[list[Pend
 
 
 @dataclass
+class ComputedPass:
+    """A pass whose operator has run, not yet written: what ``commit_pass`` needs."""
+
+    batches: list[PendingBatch]
+    staged: Any  # the pass's staged records (a DataFrame), None for a finalize-only pass
+    timelines: list[Timeline]
+    states: list[WatermarkState]  # the watermark state after each batch
+    out: Any  # the operator's output rows (Arrow), every kind
+    by_kind: dict[str, Any]  # the same rows by ``_kind``
+    panes: dict[int, dict[str, int]]  # per batch: panes by timing
+    late_counts: dict[int, int]  # per batch
+    steps: dict[str, float]
+    started: float
+    keys: list[str]
+
+    def state_rows(self) -> Any:
+        """The window state after the pass (Arrow), as the next pass starts from it."""
+        from .spark_batch import STATE_COLUMNS
+
+        rows = self.by_kind.get("state", self.out.slice(0, 0))
+        return rows.select([*self.keys, *[name for name, _ in STATE_COLUMNS]])
+
+
+@dataclass
 class RunSummary:
     pipeline: str
     output_path: str
@@ -208,10 +232,9 @@ class _Replay:
         self.store = DeltaStore(spark, config)
         self.spec = operator_spec(config)
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-write")
+        self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-commit")
         #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
-        #: ``(batch id, state rows as Arrow)`` after the last pass this run committed.
-        self.carried_state: tuple[int, Any] | None = None
 
     def run(self, finalize: bool, until_ms: int | None = None) -> RunSummary:
         from .recovery import pipeline_lock
@@ -220,6 +243,7 @@ class _Replay:
             try:
                 return self._run(finalize, until_ms)
             finally:
+                self.committer.shutdown()
                 self.pool.shutdown()
 
     def _run(self, finalize: bool, until_ms: int | None) -> RunSummary:
@@ -246,11 +270,26 @@ class _Replay:
             seq = previous.seq_end if previous else (last["seq_end"] if last else 0)
             batches.append(PendingBatch(batch_id, seq, seq, finalize=True))
         passes = plan_passes(batches, max(self.config.pass_max_records, self.batch_size))
+        # Pass N+1 is computed while pass N is written and committed: it only needs N's watermark
+        # and window state, known once N is computed. Commits stay in order, one at a time.
+        watermark = WatermarkState.from_json(last["watermark_state"] if last else None)
+        state = self.read_state(last).toArrow() if passes else None
+        writing: tuple[Any, int] | None = None  # the pass being committed, and its batch count
         done = 0
         for number, group in enumerate(passes, 1):
-            last = self.run_pass(group, last, number == len(passes), summary)
-            done += len(group)
-            self.report(done, len(batches), (number, len(passes)), summary)
+            computed = self.compute_pass(group, watermark, state)
+            watermark, state = computed.states[-1], computed.state_rows()
+            if writing is not None:
+                last = writing[0].result()
+                done += writing[1]
+                self.report(done, len(batches), (number - 1, len(passes)), summary)
+            writing = (
+                self.committer.submit(self.commit_pass, computed, last, number == len(passes), summary),
+                len(group),
+            )
+        if writing is not None:
+            last = writing[0].result()
+            self.report(done + writing[1], len(batches), (len(passes), len(passes)), summary)
         summary.finalized = bool(last and last["finalize"])
         summary.watermark = last["watermark_after"] if last else MIN_TIMESTAMP
         summary.seconds = time.time() - started
@@ -503,19 +542,15 @@ class _Replay:
         return batches
 
     # ---- one pass: consecutive micro-batches -----------------------------------------------------
-    def run_pass(
-        self,
-        batches: list[PendingBatch],
-        last: dict[str, Any] | None,
-        last_of_run: bool,
-        summary: RunSummary,
-    ) -> dict[str, Any]:
-        """Run consecutive micro-batches in one Spark pass and commit them together.
+    def compute_pass(
+        self, batches: list[PendingBatch], watermark: WatermarkState, state: Any
+    ) -> ComputedPass:
+        """Run consecutive micro-batches' operator in one Spark pass, from the watermark and the
+        window state (Arrow) after the batch before them.
 
         Each batch gets its own timeline (so per-batch watermarks stay per batch); the operator
         runs every key once over the joined timelines, and each output row carries the batch it
-        belongs to. One write per table, then the batches' ``replay_log`` rows in one append:
-        either all of them are committed or none.
+        belongs to. Nothing is written: see ``commit_pass``.
         """
         import pyarrow.compute as pc
         from pyspark.sql import functions as F
@@ -544,9 +579,8 @@ class _Replay:
             # Two inputs: each input's partitions are its own ("left/0", "right/0").
             names = np.array([f"{name}/" for name in inputs], dtype=object)
             partition = names[arrow.column("_input").to_numpy()] + partition.astype(str).astype(object)
-        watermark_state = WatermarkState.from_json(last["watermark_state"] if last else None)
         timelines, states = compute_pass_timelines(
-            config.watermark, watermark_state, seq_start, event_time, ingest, partition,
+            config.watermark, watermark, seq_start, event_time, ingest, partition,
             [(batch.records, batch.finalize) for batch in batches], inputs,
         )
         value_columns = ["_input"] if inputs is not None else config.value_columns()
@@ -566,20 +600,18 @@ class _Replay:
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
         if self.runs_on_driver(seq_end - seq_start):
-            out = run_keys_on_driver(function, keys, records.toArrow(), self.state_table(last),
-                                     output_schema(config))
+            out = run_keys_on_driver(function, keys, records.toArrow(), state, output_schema(config))
         else:
             out = (
                 records.groupBy(*keys)
-                .cogroup(self.read_state(last).groupBy(*keys))
+                .cogroup(self.spark.createDataFrame(state).groupBy(*keys))
                 .applyInArrow(function, output_ddl(config))
                 .toArrow()
             )
         steps["operator"] = time.time() - mark
         kind = out.column("_kind")
         by_kind = {value: out.filter(pc.equal(kind, value)) for value in pc.unique(kind).to_pylist()}
-        kinds = set(by_kind)
-        panes = {batch_id: {} for batch_id in ids}
+        panes: dict[int, dict[str, int]] = {batch_id: {} for batch_id in ids}
         late_counts = dict.fromkeys(ids, 0)
         if "pane" in by_kind:
             counted = by_kind["pane"].group_by(["_batch", "timing"]).aggregate([("_batch", "count")])
@@ -591,6 +623,24 @@ class _Replay:
             for batch_id, n in zip(counted.column("_batch").to_pylist(),
                                    counted.column("_batch_count").to_pylist(), strict=True):
                 late_counts[batch_id] = n
+        return ComputedPass(batches, staged, timelines, states, out, by_kind, panes, late_counts, steps,
+                            started, keys)
+
+    def commit_pass(
+        self, computed: ComputedPass, last: dict[str, Any] | None, last_of_run: bool, summary: RunSummary,
+    ) -> dict[str, Any]:
+        """Write a computed pass's tables, then commit its batches: one write per table, then the
+        batches' ``replay_log`` rows in one append, so that all of them are committed or none.
+        ``last`` is the log row of the batch before (committed)."""
+        from pyspark.sql import functions as F
+
+        config, store = self.config, self.store
+        batches, staged, out, by_kind = computed.batches, computed.staged, computed.out, computed.by_kind
+        timelines, states, steps = computed.timelines, computed.states, computed.steps
+        panes, late_counts, keys = computed.panes, computed.late_counts, computed.keys
+        first, final = batches[0], batches[-1]
+        ids = [batch.batch_id for batch in batches]
+        kinds = set(by_kind)
 
         def frame(kind: str):
             rows = by_kind.get(kind)
@@ -693,13 +743,11 @@ class _Replay:
         store.append_batch(log_rows, "replay_log", tag)
         for batch_id in ids:
             crash_point(f"batch:{batch_id}:committed")
-        # The next pass of this run starts from this state without reading it back.
-        state_columns = [*keys, *[name for name, _ in STATE_COLUMNS]]
-        self.carried_state = (final.batch_id, by_kind.get("state", out.slice(0, 0)).select(state_columns))
         steps["commit"] = time.time() - mark
         self.profile("steps", steps)
-        seconds = time.time() - started
-        summary.passes.append(PassSummary(first.batch_id, final.batch_id, seq_end - seq_start, seconds))
+        seconds = time.time() - computed.started
+        summary.passes.append(PassSummary(first.batch_id, final.batch_id, final.seq_end - first.seq_start,
+                                          seconds))
         for batch, after in zip(batches, states, strict=True):
             summary.batches.append(BatchSummary(
                 batch.batch_id, batch.records, panes[batch.batch_id], late_counts[batch.batch_id],
@@ -754,13 +802,6 @@ class _Replay:
 
         limit = self.config.driver_pass_max_records
         return records <= (limit if supports(self.spec) else limit // 10)
-
-    def state_table(self, last: dict[str, Any] | None) -> Any:
-        """The state after the last committed batch, as Arrow: kept from this run's previous
-        pass, or read from ``operator_state``."""
-        if last is not None and self.carried_state is not None and self.carried_state[0] == last["batch_id"]:
-            return self.carried_state[1]
-        return self.read_state(last).toArrow()
 
     def read_state(self, last: dict[str, Any] | None):
         version = (last or {}).get("table_versions", {}).get("operator_state") if last else None
