@@ -93,10 +93,7 @@ def recover(store: DeltaStore, last: dict[str, Any] | None) -> list[str]:
     """Roll every batch table back to the last committed batch. Returns what was repaired."""
     recorded = (last or {}).get("table_versions") or {}
     repaired = []
-    for table in BATCH_TABLES:
-        current = store.version(table)
-        if current is None:
-            continue
+    for table, current in store.versions(BATCH_TABLES).items():
         version = recorded.get(table)
         if version is None:
             store.drop(table)

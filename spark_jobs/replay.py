@@ -233,6 +233,7 @@ class _Replay:
         self.spec = operator_spec(config)
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-write")
         self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-commit")
+        self.previous_commit_end = 0.0
         #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
 
@@ -701,11 +702,7 @@ class _Replay:
             future.result()
         self.maintain(ids)
         steps["writes"] = time.time() - mark
-        versions = {
-            table: version
-            for table in BATCH_TABLES
-            if (version := store.version(table)) is not None
-        }
+        versions = store.versions(BATCH_TABLES)
         entries = []
         for batch, timeline, after in zip(batches, timelines, states, strict=True):
             entries.append({
@@ -745,7 +742,11 @@ class _Replay:
             crash_point(f"batch:{batch_id}:committed")
         steps["commit"] = time.time() - mark
         self.profile("steps", steps)
-        seconds = time.time() - computed.started
+        # What this pass added to the run: from its computing or the previous commit, whichever
+        # ended later (passes overlap), to its own commit.
+        now = time.time()
+        seconds = now - max(computed.started, self.previous_commit_end)
+        self.previous_commit_end = now
         summary.passes.append(PassSummary(first.batch_id, final.batch_id, final.seq_end - first.seq_start,
                                           seconds))
         for batch, after in zip(batches, states, strict=True):

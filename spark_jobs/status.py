@@ -37,11 +37,8 @@ def pipeline_status(config: PipelineConfig, spark: Any = None) -> str:
         f"replay clock {format_timestamp(last['clock_after'])}",
         f"  output     {totals[2] or 0} panes, {totals[3] or 0} late events",
         f"  state      {state_counts[1] or 0} open windows in {state_counts[0]} state rows",
-        "  tables     " + ", ".join(
-            f"{table} v{version}"
-            for table in TABLES
-            if (version := store.version(table)) is not None
-        ),
+        "  tables     "
+        + ", ".join(f"{table} v{version}" for table, version in store.versions(TABLES).items()),
     ]
     return "\n".join(lines)
 

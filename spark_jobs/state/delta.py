@@ -55,18 +55,18 @@ class DeltaStore:
         return reader.load(self.path(table))
 
     def version(self, table: str) -> int | None:
-        """The table's latest version, from a listing of its ``_delta_log`` (no Spark job)."""
+        """The table's latest version (None when it does not exist)."""
+        return self.versions([table]).get(table)
+
+    def versions(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
+        """The latest version of each of these tables that exists, from listings of their
+        ``_delta_log`` in one JVM call (no Spark job)."""
         jvm = self.spark._jvm
-        log_dir = jvm.org.apache.hadoop.fs.Path(self.path(table) + "/_delta_log")
-        fs = log_dir.getFileSystem(self.spark._jsc.hadoopConfiguration())
-        if not fs.exists(log_dir):
-            return None
-        versions = [
-            int(name[:-5])
-            for status in fs.listStatus(log_dir)
-            if (name := status.getPath().getName()).endswith(".json") and name[:-5].isdigit()
-        ]
-        return max(versions) if versions else None
+        paths = self.spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(tables))
+        for index, table in enumerate(tables):
+            paths[index] = self.path(table)
+        found = jvm.replay.delta.LogVersions.latest(self.spark._jsc.hadoopConfiguration(), paths)
+        return {table: version for table, version in zip(tables, found, strict=True) if version >= 0}
 
     def append_batch(self, df, table: str, batch_id: int) -> None:
         """Append one batch's rows; the commit is tagged with the batch for ``history``."""
