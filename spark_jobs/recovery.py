@@ -107,7 +107,7 @@ def recover(store: DeltaStore, last: dict[str, Any] | None) -> list[str]:
 def pass_start(log: list[dict[str, Any]], batch_id: int) -> int:
     """The first batch of the pass that committed ``batch_id``: a rewind can only go back to a
     pass boundary, since the batches of a pass share one version of every table. (A pass always
-    rewrites ``operator_state``, so different passes never record the same versions.)"""
+    commits to ``operator_state``, so different passes never record the same versions.)"""
     by_id = {row["batch_id"]: row for row in log}
     versions = by_id[batch_id]["table_versions"]
     while batch_id - 1 in by_id and by_id[batch_id - 1]["table_versions"] == versions:

@@ -117,7 +117,10 @@ class Snapshot:
         version = self.version(table)
         frame = None
         if version is not None:
-            frame = self.store.read(table, version)
+            if table == "operator_state":
+                frame = self.store.read_state(version, self.last["batch_id"])
+            else:
+                frame = self.store.read(table, version)
             if table == "staging":
                 # What the checks need; the raw record text and value columns stay on disk.
                 needed = [*self.config.key, *STAGING_COLUMNS]

@@ -85,6 +85,13 @@ class DeltaStore:
             .save(self.path(table))
         )
 
+    def read_state(self, version: int | None, batch_id: int):
+        """``operator_state`` after the pass that ended with ``batch_id``: the table holds the
+        snapshots of the passes since its last overwrite, each tagged with its pass's last batch."""
+        from pyspark.sql import functions as F
+
+        return self.read("operator_state", version).where(F.col("batch_id") == batch_id)
+
     def _replacing(self, table: str) -> str:
         """The write mode that replaces a table's rows: an overwrite lists the files it replaces
         (several jobs); a new table has none, and an append creates it the same."""

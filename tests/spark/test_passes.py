@@ -60,3 +60,53 @@ def test_batches_per_pass_change_no_row_only_the_commits(spark, tmp_path):
     assert tables(spark, tmp_path / "three_per_pass") == runs["one_per_pass"]
     history = spark.read.format("delta").load(str(tmp_path / "three_per_pass" / "reprocess_history"))
     assert history.first()["from_batch"] == 3
+
+
+def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_path, monkeypatch):
+    """Passes append their state snapshot between overwrites: a run stopped after a commit leaves
+    several in ``operator_state``. What reads the state takes the last committed batch's (the
+    resumed run gives the uninterrupted run's tables) and a completed run leaves only that one."""
+    from pyspark.sql import functions as F
+
+    import spark_jobs.replay as replay_module
+    from spark_jobs.config import load_config
+    from spark_jobs.quality.tables import Snapshot
+    from spark_jobs.status import pipeline_status
+
+    archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
+    batch = {"max_records": 20, "pass_max_records": 20}
+    clean = write_pipeline(tmp_path / "clean.yaml", archive, tmp_path / "clean", batch=batch)
+    assert cli("run", str(clean), "--finalize").returncode == 0
+    config_path = write_pipeline(tmp_path / "stopped.yaml", archive, tmp_path / "stopped", batch=batch)
+    # No window_latest MERGE, hence no state overwrite, before the end of the run.
+    config_path.write_text(config_path.read_text().replace("latest_every: 3", "latest_every: 100"))
+
+    class Stop(Exception):
+        pass
+
+    real_crash_point = replay_module.crash_point
+
+    def stop_after_batch_3(name: str) -> None:
+        if name == "batch:3:committed":
+            raise Stop(name)
+        real_crash_point(name)
+
+    monkeypatch.setattr(replay_module, "crash_point", stop_after_batch_3)
+    try:
+        stopped = cli("run", str(config_path), "--finalize")
+        assert stopped.returncode != 0
+    except Stop:
+        pass
+    monkeypatch.setattr(replay_module, "crash_point", real_crash_point)
+
+    state = spark.read.format("delta").load(str(tmp_path / "stopped" / "operator_state"))
+    assert sorted(r[0] for r in state.select("batch_id").distinct().collect()) == [0, 1, 2, 3]
+    config = load_config(config_path)
+    current = Snapshot.read(spark, config).frame("operator_state")
+    assert {r[0] for r in current.select("batch_id").distinct().collect()} == {3}
+    open_windows = current.where(F.col("is_open")).count()
+    assert f"{open_windows} open windows in {current.count()} state rows" in pipeline_status(config, spark)
+
+    resumed = cli("run", str(config_path), "--finalize")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert tables(spark, tmp_path / "stopped") == tables(spark, tmp_path / "clean")
