@@ -1510,6 +1510,26 @@ def salvage_measurement(workdir: Path) -> dict[str, Any]:
     return result
 
 
+#: What makes two results the same measurement.
+_IDENTITY = ("kind", "scenario", "events", "batch_size", "label", "pass_max_records", "parts")
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several runs' results as one run's. The same measurement in several runs (re-measured
+    after a change): the first run named keeps it, so that a summary compares each system once."""
+    results: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        for result in report["results"]:
+            identity = {key: result.get(key) for key in _IDENTITY}
+            results.setdefault(json.dumps(identity, sort_keys=True), result)
+    return {
+        "run": " + ".join(r["run"] for r in reports),
+        "command": " ; ".join(r["command"] for r in reports),
+        "machine": reports[0]["machine"],
+        "results": list(results.values()),
+    }
+
+
 def report_only(argv: list[str]) -> int:
     """``python -m spark_jobs.bench report RUN_DIR... [--plot PNG]``: merge the results of runs
     made separately (e.g. the 1M comparison and the flat test) into one summary and plot."""
@@ -1517,13 +1537,7 @@ def report_only(argv: list[str]) -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--plot", type=Path, default=None)
     args = parser.parse_args(argv)
-    reports = [json.loads((run / "results.json").read_text()) for run in args.runs]
-    merged: dict[str, Any] = {
-        "run": " + ".join(r["run"] for r in reports),
-        "command": " ; ".join(r["command"] for r in reports),
-        "machine": reports[0]["machine"],
-        "results": [result for r in reports for result in r["results"]],
-    }
+    merged = merge_reports([json.loads((run / "results.json").read_text()) for run in args.runs])
     merged["analysis"] = analyse(merged["results"])
     if args.plot:
         plot(merged, [args.plot])

@@ -1,0 +1,24 @@
+"""Merging benchmark runs for one summary: a measurement repeated in a later run is kept once,
+from the first run named; different measurements all stay."""
+
+from __future__ import annotations
+
+from spark_jobs.bench import merge_reports
+
+
+def result(kind: str, wall: float, **extra) -> dict:
+    return {"kind": kind, "scenario": "tumbling", "events": 200_000, "batch_size": 1_000,
+            "label": "flat", "wall_seconds": wall, **extra}
+
+
+def test_a_repeated_measurement_is_kept_from_the_first_run_named():
+    after = {"run": "after", "command": "a", "machine": {"cores": 2},
+             "results": [result("replay", 340.2, pass_max_records=1_000)]}
+    before = {"run": "before", "command": "b", "machine": {"cores": 2},
+              "results": [result("replay", 409.7, pass_max_records=1_000),
+                          result("replay", 20.1, pass_max_records=1_000_000),
+                          result("sss", 297.8, parts=200)]}
+    merged = merge_reports([after, before])
+    assert merged["run"] == "after + before"
+    walls = sorted(r["wall_seconds"] for r in merged["results"])
+    assert walls == [20.1, 297.8, 340.2]
