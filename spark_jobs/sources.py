@@ -247,8 +247,7 @@ def _read_jsonl(
     strict check of each line as one JSON object in one pass); gzip files cut into lines by the
     Python splitter, then the same check as a UDF. Then the fields are typed and validated."""
     fields = _needed_fields(config)
-    plain = [f for f in files if not f.path.lower().endswith(".gz")]
-    packed = [f for f in files if f.path.lower().endswith(".gz")]
+    plain, packed = _plain_and_gzip(files)
     texts = [f"_text{i}" for i in range(len(fields))]
     parts = []
     wanted = _lines_by_file(only)
@@ -264,12 +263,8 @@ def _read_jsonl(
         )
     if packed:
         spark.udf.registerJavaFunction(_JSON_LINE_CHECK, _JSON_LINE_CHECK_CLASS, _check_type(len(fields)))
-        split = (
-            spark.read.format("binaryFile")
-            .load([_glob_escaped(f.path) for f in packed])
-            .select("path", "content")
-            .mapInArrow(_LineSplitter({f.path: indexes[f.path] for f in packed}), _LINES_DDL)
-            .withColumn("_check", F.call_udf(_JSON_LINE_CHECK, F.col("_raw"), F.lit(json.dumps(fields))))
+        split = _gzip_lines(spark, packed, indexes).withColumn(
+            "_check", F.call_udf(_JSON_LINE_CHECK, F.col("_raw"), F.lit(json.dumps(fields)))
         )
         # What the splitter already knows (invalid UTF-8, a damaged file's tail) comes first.
         known = F.col("_pre_reason").isNotNull()
@@ -313,19 +308,30 @@ def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveF
     if not files:
         return 0
     if config.source.format == "parquet":
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            return sum(rows for _, rows in pool.map(lambda f: _parquet_footer(spark, f.path), files))
-    plain = [f for f in files if not f.path.lower().endswith(".gz")]
-    packed = [f for f in files if f.path.lower().endswith(".gz")]
+        return sum(rows for _, rows in _parquet_footers(spark, files))
+    plain, packed = _plain_and_gzip(files)
     count = spark.read.text([_glob_escaped(f.path) for f in plain]).count() if plain else 0
     if packed:
-        count += (
-            spark.read.format("binaryFile").load([_glob_escaped(f.path) for f in packed])
-            .select("path", "content")
-            .mapInArrow(_LineSplitter({f.path: i for i, f in enumerate(packed)}), _LINES_DDL)
-            .count()
-        )
+        count += _gzip_lines(spark, packed, {f.path: i for i, f in enumerate(packed)}).count()
     return count
+
+
+def _plain_and_gzip(files: list[ArchiveFile]) -> tuple[list[ArchiveFile], list[ArchiveFile]]:
+    return [f for f in files if not _is_gzip(f.path)], [f for f in files if _is_gzip(f.path)]
+
+
+def _is_gzip(path: str) -> bool:
+    return path.lower().endswith(".gz")
+
+
+def _gzip_lines(spark: SparkSession, files: list[ArchiveFile], indexes: dict[str, int]) -> DataFrame:
+    """Gzip files' lines (``_LINES_DDL``), cut by ``_LineSplitter`` from each whole file."""
+    return (
+        spark.read.format("binaryFile")
+        .load([_glob_escaped(f.path) for f in files])
+        .select("path", "content")
+        .mapInArrow(_LineSplitter({f.path: indexes[f.path] for f in files}), _LINES_DDL)
+    )
 
 
 def _lines_by_file(only: pa.Table | None) -> dict[int, list[int]] | None:
@@ -367,7 +373,7 @@ class _LineSplitter:
                 content = contents[row].as_buffer()
                 data = memoryview(content) if content is not None else memoryview(b"")
                 lines = _FileLines(path, index)
-                if path.lower().endswith(".gz"):
+                if _is_gzip(path):
                     yield from lines.read(_gunzip(data, lines))
                 else:
                     yield from lines.read(data[i:i + _CHUNK_BYTES] for i in range(0, len(data), _CHUNK_BYTES))
@@ -584,8 +590,7 @@ def _read_parquet(
     """
     readable, broken = [], []
     # Footer reads are round trips to the file system (object stores: ~50 ms each): overlap them.
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        footers = list(pool.map(lambda f: _parquet_footer(spark, f.path), files))
+    footers = _parquet_footers(spark, files)
     for f, (problem, _) in zip(files, footers, strict=True):
         if problem is None:
             readable.append(f)
@@ -649,6 +654,12 @@ def _read_parquet(
             texts[name] = column.cast("string")
     checked = _validate(rows, config, texts, event_ms)
     return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
+
+
+def _parquet_footers(spark: SparkSession, files: list[ArchiveFile]) -> list[tuple[str | None, int]]:
+    """``_parquet_footer`` of each file, read side by side (each is a round trip to storage)."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda f: _parquet_footer(spark, f.path), files))
 
 
 def _parquet_footer(spark: SparkSession, path: str) -> tuple[str | None, int]:
