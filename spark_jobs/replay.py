@@ -113,8 +113,6 @@ class ComputedPass:
 
     def state_rows(self) -> Any:
         """The window state after the pass (Arrow), as the next pass starts from it."""
-        from .spark_batch import STATE_COLUMNS
-
         rows = self.by_kind.get("state", self.out.slice(0, 0))
         return rows.select([*self.keys, *[name for name, _ in STATE_COLUMNS]])
 
@@ -689,11 +687,9 @@ class _Replay:
         # lists the files it replaces); every `latest_every` batches, at the end of each run and
         # when no window is open (an empty append makes no commit) it overwrites, which drops the
         # older snapshots. Readers take the snapshot of the last committed batch.
-        state_rows = by_kind.get("state")
-        if merged or last_of_run or state_rows is None or state_rows.num_rows == 0:
-            writes.append(traced("state", lambda: store.overwrite_batch(new_state, "operator_state", tag)))
-        else:
-            writes.append(traced("state", lambda: store.append_batch(new_state, "operator_state", tag)))
+        replaces = merged or last_of_run or "state" not in kinds
+        write_state = store.overwrite_batch if replaces else store.append_batch
+        writes.append(traced("state", lambda: write_state(new_state, "operator_state", tag)))
         if "side" in kinds:
             sides = frame("side").select(
                 *keys, F.col("detail").alias("tag"), F.col("contents").alias("payload"), "watermark",
@@ -818,7 +814,7 @@ class _Replay:
             columns = [*[(k, "string") for k in self.config.key], *STATE_COLUMNS]
             ddl = ", ".join(f"`{n}` {sql_type(t)}" for n, t in columns)
             return self.spark.createDataFrame([], ddl)
-        return self.store.read_state(version, last["batch_id"]).drop("batch_id")
+        return self.store.read_state(last).drop("batch_id")
 
     def staging_schema(self, columns: list[str]):
         schema = self.store.read("staging").schema if self.store.exists("staging") else None

@@ -26,7 +26,7 @@ def pipeline_status(config: PipelineConfig, spark: Any = None) -> str:
     files = store.read("source_files").agg(
         F.count("*"), F.sum("records"), F.sum("quarantined")
     ).first()
-    state = store.read_state(last["table_versions"].get("operator_state"), last["batch_id"])
+    state = store.read_state(last)
     state_counts = state.agg(F.count("*"), F.sum(F.col("is_open").cast("int"))).first()
     lines += [
         f"  files      {files[0]} ingested: {files[1] or 0} records accepted, "

@@ -118,7 +118,7 @@ class Snapshot:
         frame = None
         if version is not None:
             if table == "operator_state":
-                frame = self.store.read_state(version, self.last["batch_id"])
+                frame = self.store.read_state(self.last)
             else:
                 frame = self.store.read(table, version)
             if table == "staging":

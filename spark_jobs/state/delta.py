@@ -85,12 +85,14 @@ class DeltaStore:
             .save(self.path(table))
         )
 
-    def read_state(self, version: int | None, batch_id: int):
-        """``operator_state`` after the pass that ended with ``batch_id``: the table holds the
-        snapshots of the passes since its last overwrite, each tagged with its pass's last batch."""
+    def read_state(self, last: Any):
+        """``operator_state`` as the committed ``replay_log`` row ``last`` left it: the table at the
+        version that row records, and of the snapshots it holds (one per pass since its last
+        overwrite, each tagged with its pass's last batch) the one of that row's pass."""
         from pyspark.sql import functions as F
 
-        return self.read("operator_state", version).where(F.col("batch_id") == batch_id)
+        version = last["table_versions"].get("operator_state")
+        return self.read("operator_state", version).where(F.col("batch_id") == last["batch_id"])
 
     def _replacing(self, table: str) -> str:
         """The write mode that replaces a table's rows: an overwrite lists the files it replaces
@@ -137,14 +139,13 @@ class DeltaStore:
         dictionary Parquet would build and then give up on (10M staged records: 19.5 s against
         23.5 s, the same size).
         """
-        exists = self.exists(table)
-        # A new table has no rows to replace: an append creates it without an overwrite's listing.
-        writer = df.write.format("delta").mode("overwrite" if exists else "append")
+        mode = self._replacing(table)
+        writer = df.write.format("delta").mode(mode)
         if row_group_bytes:
             writer = writer.option("parquet.block.size", row_group_bytes)
         for column in unique_columns:
             writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-        if exists:
+        if mode == "overwrite":
             writer = writer.option("replaceWhere", predicate)
         elif stats_columns:
             writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
