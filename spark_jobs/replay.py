@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any
@@ -97,7 +97,7 @@ def plan_passes(batches: list[PendingBatch], max_records: int) -> list[list[Pend
 
 @dataclass
 class ComputedPass:
-    """A pass whose operator has run, not yet written: what ``commit_pass`` needs."""
+    """A pass whose operator has run, not yet written: what ``write_pass`` needs."""
 
     batches: list[PendingBatch]
     staged: Any  # the pass's staged records (a DataFrame), None for a finalize-only pass
@@ -230,7 +230,11 @@ class _Replay:
         self.store = DeltaStore(spark, config)
         self.spec = operator_spec(config)
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-write")
-        self.committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-commit")
+        # A pass is written in two stages, each on its own thread and in pass order: its tables
+        # (``write_pass``), then its replay_log rows (``log_pass``), so that pass N+1's tables are
+        # written while pass N's log rows commit.
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-write")
+        self.logger = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-log")
         self.previous_commit_end = 0.0
         #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
@@ -242,7 +246,8 @@ class _Replay:
             try:
                 return self._run(finalize, until_ms)
             finally:
-                self.committer.shutdown()
+                self.writer.shutdown()
+                self.logger.shutdown()
                 self.pool.shutdown()
 
     def _run(self, finalize: bool, until_ms: int | None) -> RunSummary:
@@ -270,34 +275,34 @@ class _Replay:
             batches.append(PendingBatch(batch_id, seq, seq, finalize=True))
         passes = plan_passes(batches, max(self.config.pass_max_records, self.batch_size))
         # Pass N+1 is computed while pass N is written and committed: it only needs N's watermark
-        # and window state, known once N is computed. Commits stay in order, one at a time.
+        # and window state, known once N is computed. Its tables are then written while N's log
+        # rows commit; commits stay in order, one at a time.
         watermark = WatermarkState.from_json(last["watermark_state"] if last else None)
         state = self.read_state(last).toArrow() if passes else None
-        writing: tuple[Any, int] | None = None  # the pass being committed, and its batch count
-        done = 0
+        previous = last  # the log row of the batch before the next pass (written, maybe not committed)
+        writing: Future | None = None  # the write stage of the pass before
+        logged: Future | None = None  # the log stage of the pass before that one
         for number, group in enumerate(passes, 1):
             computed = self.compute_pass(group, watermark, state)
             watermark, state = computed.states[-1], computed.state_rows()
             if writing is not None:
-                last = writing[0].result()
-                done += writing[1]
-                self.report(done, len(batches), (number - 1, len(passes)), summary)
-            writing = (
-                self.committer.submit(self.commit_pass, computed, last, number == len(passes), summary),
-                len(group),
+                previous, logged = writing.result()
+            writing = self.writer.submit(
+                self.write_pass, computed, previous, logged, (number, len(passes), len(batches)), summary
             )
         if writing is not None:
-            last = writing[0].result()
-            self.report(done + writing[1], len(batches), (len(passes), len(passes)), summary)
+            _, logged = writing.result()
+            last = logged.result()
         summary.finalized = bool(last and last["finalize"])
         summary.watermark = last["watermark_after"] if last else MIN_TIMESTAMP
         summary.seconds = time.time() - started
         return summary
 
-    def report(self, done: int, total: int, passes: tuple[int, int], summary: RunSummary) -> None:
+    def report(self, total: int, passes: tuple[int, int], summary: RunSummary) -> None:
         """One line per batch (its own counts), then one for the pass that ran and committed them."""
         run = summary.passes[-1]
         batches = summary.batches[-(run.last_batch - run.first_batch + 1):]
+        done = len(summary.batches)
         for number, batch in enumerate(batches, done - len(batches) + 1):
             panes = ", ".join(f"{k} {v}" for k, v in sorted(batch.panes.items())) or "no panes"
             self.progress(
@@ -549,7 +554,7 @@ class _Replay:
 
         Each batch gets its own timeline (so per-batch watermarks stay per batch); the operator
         runs every key once over the joined timelines, and each output row carries the batch it
-        belongs to. Nothing is written: see ``commit_pass``.
+        belongs to. Nothing is written: see ``write_pass``.
         """
         import pyarrow.compute as pc
         from pyspark.sql import functions as F
@@ -625,12 +630,16 @@ class _Replay:
         return ComputedPass(batches, staged, timelines, states, out, by_kind, panes, late_counts, steps,
                             started, keys)
 
-    def commit_pass(
-        self, computed: ComputedPass, last: dict[str, Any] | None, last_of_run: bool, summary: RunSummary,
-    ) -> dict[str, Any]:
-        """Write a computed pass's tables, then commit its batches: one write per table, then the
-        batches' ``replay_log`` rows in one append, so that all of them are committed or none.
-        ``last`` is the log row of the batch before (committed)."""
+    def write_pass(
+        self, computed: ComputedPass, last: dict[str, Any] | None, logging: Future | None,
+        position: tuple[int, int, int], summary: RunSummary,
+    ) -> tuple[dict[str, Any], Future]:
+        """Write a computed pass's tables (one write per table), then hand its batches'
+        ``replay_log`` rows to ``log_pass``, which commits them in one append, so that all of them
+        are committed or none. ``last`` is the log row of the batch before, ``logging`` the commit
+        of the pass before, still running while this pass's tables are written: the table versions
+        this pass records, and its maintenance, wait for it. ``position`` is (pass number, passes,
+        batches) in this run. Returns the pass's last log row and its commit."""
         from pyspark.sql import functions as F
 
         config, store = self.config, self.store
@@ -656,6 +665,7 @@ class _Replay:
             return run
 
         tag = final.batch_id  # commits are tagged with the pass's last batch
+        last_of_run = position[0] == position[1]
         writes: list[Callable[[], None]] = []
         results = self.results_frame(frame("pane"))
         results_table = config.results_table
@@ -704,6 +714,10 @@ class _Replay:
         mark = time.time()
         for future in [self.pool.submit(write) for write in writes]:
             future.result()
+        if logging is not None:
+            # A recovery puts the tables back to the versions a committed row records: the pass
+            # before must be committed before this pass's versions are, each its own.
+            logging.result()
         self.maintain(ids)
         steps["writes"] = time.time() - mark
         versions = store.versions(BATCH_TABLES)
@@ -738,10 +752,21 @@ class _Replay:
             .withColumn("committed_at", F.current_timestamp())
             .coalesce(1)  # one small file per commit
         )
+        logging = self.logger.submit(self.log_pass, computed, log_rows, entries[-1], position, summary)
+        return entries[-1], logging
+
+    def log_pass(
+        self, computed: ComputedPass, log_rows: Any, last_row: dict[str, Any], position: tuple[int, int, int],
+        summary: RunSummary,
+    ) -> dict[str, Any]:
+        """Commit a written pass: its ``replay_log`` rows in one append. Returns the last row."""
+        batches, steps, panes = computed.batches, computed.steps, computed.panes
+        first, final = batches[0], batches[-1]
+        ids = [batch.batch_id for batch in batches]
         for batch_id in ids:
             crash_point(f"batch:{batch_id}:before-commit")
         mark = time.time()
-        store.append_batch(log_rows, "replay_log", tag)
+        self.store.append_batch(log_rows, "replay_log", final.batch_id)
         for batch_id in ids:
             crash_point(f"batch:{batch_id}:committed")
         steps["commit"] = time.time() - mark
@@ -753,12 +778,14 @@ class _Replay:
         self.previous_commit_end = now
         summary.passes.append(PassSummary(first.batch_id, final.batch_id, final.seq_end - first.seq_start,
                                           seconds))
-        for batch, after in zip(batches, states, strict=True):
+        for batch, after in zip(batches, computed.states, strict=True):
             summary.batches.append(BatchSummary(
-                batch.batch_id, batch.records, panes[batch.batch_id], late_counts[batch.batch_id],
+                batch.batch_id, batch.records, panes[batch.batch_id], computed.late_counts[batch.batch_id],
                 after.watermark, seconds / len(batches),
             ))
-        return entries[-1]
+        number, passes, total = position
+        self.report(total, (number, passes), summary)
+        return last_row
 
     def late_frame(self, late, staged):
         from pyspark.sql import functions as F

@@ -64,8 +64,9 @@ def test_batches_per_pass_change_no_row_only_the_commits(spark, tmp_path):
 
 def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_path, monkeypatch):
     """Passes append their state snapshot between overwrites: a run stopped after a commit leaves
-    several in ``operator_state``. What reads the state takes the last committed batch's (the
-    resumed run gives the uninterrupted run's tables) and a completed run leaves only that one."""
+    several in ``operator_state``, and maybe one of a pass written but not committed. What reads
+    the state takes the last committed batch's (the resumed run gives the uninterrupted run's
+    tables) and a completed run leaves only that one."""
     from pyspark.sql import functions as F
 
     import spark_jobs.replay as replay_module
@@ -100,7 +101,9 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     monkeypatch.setattr(replay_module, "crash_point", real_crash_point)
 
     state = spark.read.format("delta").load(str(tmp_path / "stopped" / "operator_state"))
-    assert sorted(r[0] for r in state.select("batch_id").distinct().collect()) == [0, 1, 2, 3]
+    # The next pass writes its tables while batch 3 commits: its snapshot may be there, uncommitted.
+    snapshots = {r[0] for r in state.select("batch_id").distinct().collect()}
+    assert {0, 1, 2, 3} <= snapshots <= {0, 1, 2, 3, 4}
     config = load_config(config_path)
     current = Snapshot.read(spark, config).frame("operator_state")
     assert {r[0] for r in current.select("batch_id").distinct().collect()} == {3}
