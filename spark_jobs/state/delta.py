@@ -33,6 +33,11 @@ TABLES = (
     "side_outputs",
     "join_results",
 )
+#: Properties of every table the store creates (write options that Delta applies at creation and
+#: ignores afterwards). A pass commits once to each of its tables: with Delta's default checkpoint
+#: every 10 commits, every 10th pass wrote four checkpoints (one-batch passes: mean 1.50 -> 1.30 s
+#: with 100); replaying up to 99 small JSON commits reads a table no slower than a checkpoint.
+NEW_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
 
 
 @dataclass
@@ -70,20 +75,15 @@ class DeltaStore:
 
     def append_batch(self, df, table: str, batch_id: int) -> None:
         """Append one batch's rows; the commit is tagged with the batch for ``history``."""
-        (
-            df.write.format("delta")
-            .mode("append")
-            .option("userMetadata", f"batch={batch_id}")
-            .save(self.path(table))
-        )
+        self._writer(df, "append").option("userMetadata", f"batch={batch_id}").save(self.path(table))
 
     def overwrite_batch(self, df, table: str, batch_id: int) -> None:
-        (
-            df.write.format("delta")
-            .mode(self._replacing(table))
-            .option("userMetadata", f"batch={batch_id}")
-            .save(self.path(table))
-        )
+        writer = self._writer(df, self._replacing(table))
+        writer.option("userMetadata", f"batch={batch_id}").save(self.path(table))
+
+    @staticmethod
+    def _writer(df, mode: str):
+        return df.write.format("delta").mode(mode).options(**NEW_TABLE_PROPERTIES)
 
     def read_state(self, last: Any):
         """``operator_state`` as the committed ``replay_log`` row ``last`` left it: the table at the
@@ -140,7 +140,7 @@ class DeltaStore:
         23.5 s, the same size).
         """
         mode = self._replacing(table)
-        writer = df.write.format("delta").mode(mode)
+        writer = self._writer(df, mode)
         if row_group_bytes:
             writer = writer.option("parquet.block.size", row_group_bytes)
         for column in unique_columns:
@@ -160,8 +160,7 @@ class DeltaStore:
             # A new table: every pane is an insert, which a plain write makes without MERGE's join
             # (the properties below are the table's from its first version on).
             (
-                panes.write.format("delta")
-                .mode("append")
+                self._writer(panes, "append")
                 .option("delta.enableChangeDataFeed", "true")
                 # MERGE marks replaced rows in deletion vectors instead of rewriting files.
                 .option("delta.enableDeletionVectors", "true")

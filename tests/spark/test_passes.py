@@ -50,6 +50,12 @@ def test_batches_per_pass_change_no_row_only_the_commits(spark, tmp_path):
     assert delta_commits(spark, tmp_path / "one_per_pass" / "operator_state") == 6
     assert delta_commits(spark, tmp_path / "three_per_pass" / "operator_state") == 2
     assert delta_commits(spark, tmp_path / "three_per_pass" / "replay_log") == 2
+    # Every table a run creates checkpoints every 100 commits, not every 10 (a pass commits to
+    # each of its tables once).
+    for table in ("window_results", "operator_state", "replay_log", "staging", "source_files"):
+        path = tmp_path / "one_per_pass" / table
+        properties = dict(spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect())
+        assert properties.get("delta.checkpointInterval") == "100", table
 
     # Reprocessing a range whose first record is in batch 4 (records 80-99, one a second) rewinds
     # to the first batch of its pass, 3.
