@@ -259,7 +259,9 @@ class _Replay:
         last = log[-1] if log else None
         for repair in recover(self.store, last):
             self.progress(f"[{self.config.name}] recovery: {repair}")
-        self.ingest(summary)
+        # The ingest's source_files rows commit beside the first pass's computing and table
+        # writes; that pass's log rows wait for them (an ingest without them is redone).
+        ingested = self.ingest(summary)
         pending = self.pending_batches(last)
         if until_ms is not None:
             ready = [batch for batch in pending if batch[3] < until_ms]
@@ -281,7 +283,7 @@ class _Replay:
         state = self.read_state(last).toArrow() if passes else None
         previous = last  # the log row of the batch before the next pass (written, maybe not committed)
         writing: Future | None = None  # the write stage of the pass before
-        logged: Future | None = None  # the log stage of the pass before that one
+        logged: Future | None = ingested  # the log stage of the pass before that one
         for number, group in enumerate(passes, 1):
             computed = self.compute_pass(group, watermark, state)
             watermark, state = computed.states[-1], computed.state_rows()
@@ -293,6 +295,8 @@ class _Replay:
         if writing is not None:
             _, logged = writing.result()
             last = logged.result()
+        elif ingested is not None:
+            ingested.result()
         summary.finalized = bool(last and last["finalize"])
         summary.watermark = last["watermark_after"] if last else MIN_TIMESTAMP
         summary.seconds = time.time() - started
@@ -316,8 +320,10 @@ class _Replay:
         )
 
     # ---- ingest ---------------------------------------------------------------------------------
-    def ingest(self, summary: RunSummary) -> None:
+    def ingest(self, summary: RunSummary) -> Future | None:
         """Read the new archive files: number their records into ``staging``, quarantine the rest.
+        Returns the commit of their ``source_files`` rows, which completes the ingest (None when
+        there was nothing new).
 
         The archive is read twice rather than cached (a cache costs more to fill than a second
         read): once for the narrow sort keys and each line's outcome, collected on the driver,
@@ -336,7 +342,7 @@ class _Replay:
         new_per_input = [[f for f in files if f.path not in known] for files in listed]
         new = [f for files in new_per_input for f in files]
         if not new:
-            return
+            return None
         clock = _StepClock()
         ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
         seq_base, batch_base = self.next_positions()
@@ -451,10 +457,10 @@ class _Replay:
         )
         crash_point("ingest:quarantined")
         # Written last: an ingest without its source_files rows is redone from scratch.
-        self.store.replace_where(
-            self.spark.createDataFrame(rows, schema), "source_files", f"ingest_id = {ingest_id}"
+        logged = self.pool.submit(
+            self.store.replace_where, self.spark.createDataFrame(rows, schema), "source_files",
+            f"ingest_id = {ingest_id}",
         )
-        clock.step("logged")
         self.profile("ingest steps", clock.steps)
         summary.files_ingested += len(new)
         summary.records_accepted += accepted_count
@@ -464,6 +470,7 @@ class _Replay:
             f"[{self.config.name}] ingested {len(new)} files: {accepted_count + quarantined} records, "
             f"{accepted_count} accepted, {quarantined} quarantined"
         )
+        return logged
 
     def profile(self, label: str, steps: dict[str, float]) -> None:
         if os.environ.get("REPLAY_PROFILE"):
@@ -599,6 +606,7 @@ class _Replay:
             config, self.spec, Timeline.concat(timelines), [(b.seq_start, b.batch_id) for b in batches]
         )
         mark = time.time()
+        steps["timelines"] = mark - started - steps["timeline_read"]
         # What a pass emits (panes, late records' positions, open windows) is small next to what
         # it reads, and it all comes to the driver, which writes each table from there. A pass
         # small enough runs its keys there too: the vectorised operator costs less than moving
@@ -637,9 +645,9 @@ class _Replay:
         """Write a computed pass's tables (one write per table), then hand its batches'
         ``replay_log`` rows to ``log_pass``, which commits them in one append, so that all of them
         are committed or none. ``last`` is the log row of the batch before, ``logging`` the commit
-        of the pass before, still running while this pass's tables are written: the table versions
-        this pass records, and its maintenance, wait for it. ``position`` is (pass number, passes,
-        batches) in this run. Returns the pass's last log row and its commit."""
+        of the pass before (or of the ingest), still running while this pass's tables are written:
+        the table versions this pass records, and its maintenance, wait for it. ``position`` is
+        (pass number, passes, batches) in this run. Returns the pass's last log row and its commit."""
         from pyspark.sql import functions as F
 
         config, store = self.config, self.store
