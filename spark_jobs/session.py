@@ -41,9 +41,9 @@ _QUIET_CDS = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 # to four times slower (measured: staging 10M records, 40 s against 10 s). Spark's docs name this.
 # A run is a short batch process on few cores, where the JVM's own threads take cores from tasks:
 # the parallel collector has no concurrent threads (G1's do), and C2 compiles only code called
-# 100,000 times rather than 5,000 (Spark's planner and Janino are warm, not hot, and C2 compiling
-# them took cores for ~20 s of a 1M-event replay). Measured (BENCHMARKS.md): 1M events 21.7 ->
-# 19.3 s, 10M 81.1 -> 74.7 s and 147 -> 130 CPU-seconds, one-batch passes no slower.
+# 100,000 times rather than 5,000 (the JIT compiled for ~25 s of a 22 s, 1M-event replay, mostly
+# code that is warm, not hot). Measured (BENCHMARKS.md): 1M events 21.7 -> ~19 s, 10M 81.1 ->
+# 74.7 s and 147 -> 130 CPU-seconds, one-batch passes no slower.
 JVM_OPTIONS = " ".join([
     "-XX:-DontCompileHugeMethods",
     "-XX:+UseParallelGC",
