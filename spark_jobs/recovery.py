@@ -1,7 +1,9 @@
 """Exactly-once replay: the pipeline lock, crash recovery, reset and reprocessing a range.
 
 * **Lock**: one replay of a pipeline at a time (``flock`` on a local lakehouse, which the OS
-  releases even on SIGKILL; an exclusive-create lease file on other file systems).
+  releases even on SIGKILL; an exclusive-create lease file on other file systems). A killed
+  driver's Spark JVM outlives it for a moment (it exits when its parent's pipe closes) and may
+  finish a commit in flight: the next holder of the lock waits for that JVM to be gone first.
 * **Recover**: a batch that did not write its ``replay_log`` row never happened: every output
   table is put back with Delta RESTORE to the version the last committed batch recorded (or
   dropped, if that batch predates the table). The batch then simply runs again.
@@ -32,15 +34,55 @@ def pipeline_lock(config: PipelineConfig, spark: Any = None) -> Iterator[None]:
     if "://" not in path or path.startswith("file:"):
         local = path.removeprefix("file:")
         os.makedirs(local, exist_ok=True)
-        with _flock(os.path.join(local, LOCK_NAME), config.name):
+        with _flock(os.path.join(local, LOCK_NAME), config.name, _jvm_pid(spark)):
             yield
     else:
         with _lease(spark, f"{path.rstrip('/')}/{LOCK_NAME}", config.name):
             yield
 
 
+#: How long a new run waits for a killed run's JVM to exit by itself before killing it.
+ORPHAN_JVM_WAIT_SECONDS = 60.0
+
+
+def _jvm_pid(spark: Any) -> int | None:
+    """The pid of the session's driver JVM (None without a session)."""
+    if spark is None:
+        return None
+    return int(spark._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def _process_start(pid: int) -> str | None:
+    """When a live process started (clock ticks since boot): with its pid, names it across pid
+    reuse. None if it is gone or a zombie (or on systems without ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if len(fields) < 20 or fields[0] == "Z" else fields[19]
+
+
+def _wait_for_orphan_jvm(previous_holder: str, own_jvm: int | None) -> None:
+    """A previous holder's driver JVM, if still alive (its Python process was killed), may still
+    commit what it was writing: wait until it exits, killing it after ``ORPHAN_JVM_WAIT_SECONDS``."""
+    import re
+    import signal
+
+    found = re.search(r"jvm (\d+):(\d+)", previous_holder)
+    if not found or int(found.group(1)) == own_jvm:
+        return
+    pid, start = int(found.group(1)), found.group(2)
+    deadline = time.time() + ORPHAN_JVM_WAIT_SECONDS
+    while _process_start(pid) == start:
+        if time.time() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
-def _flock(lock_path: str, name: str) -> Iterator[None]:
+def _flock(lock_path: str, name: str, jvm_pid: int | None = None) -> Iterator[None]:
     import fcntl
 
     handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
@@ -55,10 +97,19 @@ def _flock(lock_path: str, name: str) -> Iterator[None]:
                 f"wait for it to finish (lock: {lock_path})"
             ) from None
         handle.seek(0)
+        _wait_for_orphan_jvm(handle.read(), jvm_pid)
+        handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        jvm = f" jvm {jvm_pid}:{_process_start(jvm_pid)}" if jvm_pid is not None else ""
+        handle.write(f"pid {os.getpid()}{jvm} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
         handle.flush()
-        yield
+        try:
+            yield
+        finally:
+            # Released by this process, its writes done: no JVM of this run to wait for.
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
     finally:
         handle.close()
 
