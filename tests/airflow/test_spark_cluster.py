@@ -69,7 +69,7 @@ def cluster(tmp_path_factory):
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as response:
                     if json.load(response).get("aliveworkers", 0) >= 1:
                         break
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or an empty page while it starts
                 pass
             assert time.time() < deadline, (root / "master.log").read_text()[-3000:]
             assert all(p.poll() is None for p in processes), (root / "worker.log").read_text()[-3000:]
