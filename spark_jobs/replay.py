@@ -639,15 +639,16 @@ class _Replay:
                             started, keys)
 
     def write_pass(
-        self, computed: ComputedPass, last: dict[str, Any] | None, logging: Future | None,
+        self, computed: ComputedPass, last: dict[str, Any] | None, previous_commit: Future | None,
         position: tuple[int, int, int], summary: RunSummary,
     ) -> tuple[dict[str, Any], Future]:
         """Write a computed pass's tables (one write per table), then hand its batches'
         ``replay_log`` rows to ``log_pass``, which commits them in one append, so that all of them
-        are committed or none. ``last`` is the log row of the batch before, ``logging`` the commit
-        of the pass before (or of the ingest), still running while this pass's tables are written:
-        the table versions this pass records, and its maintenance, wait for it. ``position`` is
-        (pass number, passes, batches) in this run. Returns the pass's last log row and its commit."""
+        are committed or none. ``last`` is the log row of the batch before; ``previous_commit`` the
+        commit of the pass before (or of the ingest), still running while this pass's tables are
+        written: the table versions this pass records, and its maintenance, wait for it.
+        ``position`` is (pass number, passes, batches) in this run. Returns the pass's last log
+        row and its commit."""
         from pyspark.sql import functions as F
 
         config, store = self.config, self.store
@@ -722,10 +723,10 @@ class _Replay:
         mark = time.time()
         for future in [self.pool.submit(write) for write in writes]:
             future.result()
-        if logging is not None:
+        if previous_commit is not None:
             # A recovery puts the tables back to the versions a committed row records: the pass
             # before must be committed before this pass's versions are, each its own.
-            logging.result()
+            previous_commit.result()
         self.maintain(ids)
         steps["writes"] = time.time() - mark
         versions = store.versions(BATCH_TABLES)
@@ -760,8 +761,8 @@ class _Replay:
             .withColumn("committed_at", F.current_timestamp())
             .coalesce(1)  # one small file per commit
         )
-        logging = self.logger.submit(self.log_pass, computed, log_rows, entries[-1], position, summary)
-        return entries[-1], logging
+        commit = self.logger.submit(self.log_pass, computed, log_rows, entries[-1], position, summary)
+        return entries[-1], commit
 
     def log_pass(
         self, computed: ComputedPass, log_rows: Any, last_row: dict[str, Any], position: tuple[int, int, int],
