@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from spark_jobs import sources
 from spark_jobs.config import SourceConfig, parse_config
@@ -375,6 +376,36 @@ def test_long_lines_and_line_breaks_across_read_buffers(spark, tmp_path):
     assert by_source[0] == by_source[1]
     assert [by_source[0][n][0] for n in range(1, 2001)] == lines
     assert by_source[0][701][1:] == ("huge", "x" * 3_000_000)
+
+
+def test_field_texts_are_what_from_json_gives(spark, tmp_path):
+    """The reader takes a string's or an integer's text straight from the line's bytes when it
+    can: escapes, non-ASCII text, odd spacing, -0 and big integers must still read as Spark's
+    ``from_json`` reads them, in plain and gzip files alike."""
+    users = ['a\\"b', "tab\\tx", "\\u00e9\\u20ac", "\u00e9\u20ac\U0001f600", "", "back\\\\slash",
+             "\\/", "q\\u0022", "x" * 300]
+    lines = [good(f"f{i}").replace('"user": "u9"', f'"user": "{user}"') for i, user in enumerate(users)]
+    parts = ["-0", "-12", "123456789012345678901234567890", "0", "7", "1e3", "-0.0", "true", '"3"']
+    lines += [good(f"p{i}").replace('"part": 0', f'"part" :  {part} ') for i, part in enumerate(parts)]
+    lines.append('{ "ts" : 1700000000000 ,"ingest":1700000000000, "part":0,"off":7,'
+                 '"id" :"sp","user":"s","region":"r"}')
+    data = ("\n".join(lines) + "\n").encode()
+    (tmp_path / "texts.jsonl").write_bytes(data)
+    (tmp_path / "texts.jsonl.gz").write_bytes(gzip.compress(data))
+    config = pipeline(tmp_path)
+    records, quarantine = read_archive(spark, config, list_archive(spark, config.source))
+    assert quarantine.count() == 0
+    expected = (
+        records.select("_file_index", "_line", "_raw", "_id", "user", "_partition")
+        .withColumn("j", F.from_json("_raw", "id string, user string, part string"))
+        .collect()
+    )
+    assert len(expected) == 2 * len(lines)
+    for row in expected:
+        assert (row["_id"], row["user"], row["_partition"]) == (row["j"]["id"], row["j"]["user"],
+                                                                row["j"]["part"]), row["_raw"]
+    users_read = {r["_id"]: r["user"] for r in expected if r["_file_index"] == 0}
+    assert [users_read[f"f{i}"] for i in range(len(users))] == [json.loads(f'"{u}"') for u in users]
 
 
 def test_parquet_only_reads_the_lines_asked_for(spark, parquet):

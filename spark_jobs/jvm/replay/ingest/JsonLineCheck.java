@@ -8,6 +8,7 @@ import com.fasterxml.jackson.core.JsonToken;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -79,9 +80,11 @@ final class JsonLineCheck {
         if (field == null) {
           parser.skipChildren();
         } else if (value == JsonToken.VALUE_STRING) {
-          out[at + 2 + field] = UTF8String.fromString(parser.getText());
+          out[at + 2 + field] = stringText(parser, bytes, offset, length);
         } else if (value == JsonToken.VALUE_NULL) {
           out[at + 2 + field] = null;
+        } else if (value == JsonToken.VALUE_NUMBER_INT) {
+          out[at + 2 + field] = integerText(parser, bytes, offset, length);
         } else {
           out[at + 2 + field] = UTF8String.fromString(generatedText(parser, value));
         }
@@ -93,6 +96,46 @@ final class JsonLineCheck {
     } catch (IOException error) {
       malformed(out, at);
     }
+  }
+
+  /**
+   * A string value's text: its bytes as they are in the line when it has no escape (the line is
+   * valid UTF-8 already), which spares decoding it into a Java string and encoding it back; else
+   * Jackson's decoded text. Jackson still checks the string when it moves past it.
+   */
+  private static UTF8String stringText(JsonParser parser, byte[] bytes, int offset, int length)
+      throws IOException {
+    long quote = parser.currentTokenLocation().getByteOffset(); // counted from offset
+    if (quote >= 0 && quote < length && bytes[offset + (int) quote] == '"') {
+      int from = offset + (int) quote + 1;
+      for (int i = from; i < offset + length; i++) {
+        byte b = bytes[i];
+        if (b == '"') {
+          return UTF8String.fromBytes(Arrays.copyOfRange(bytes, from, i));
+        }
+        if (b == '\\') {
+          break;
+        }
+      }
+    }
+    return UTF8String.fromString(parser.getText());
+  }
+
+  /** An integer's text, its digits as they are in the line (canonical JSON) but for {@code -0}. */
+  private UTF8String integerText(JsonParser parser, byte[] bytes, int offset, int length)
+      throws IOException {
+    long start = parser.currentTokenLocation().getByteOffset();
+    int digits = parser.getTextLength();
+    if (start >= 0 && start + digits <= length && !(digits == 2 && bytes[offset + (int) start] == '-'
+        && bytes[offset + (int) start + 1] == '0')) {
+      int from = offset + (int) start;
+      byte first = bytes[from];
+      byte last = bytes[from + digits - 1];
+      if ((first == '-' || (first >= '0' && first <= '9')) && last >= '0' && last <= '9') {
+        return UTF8String.fromBytes(Arrays.copyOfRange(bytes, from, from + digits));
+      }
+    }
+    return UTF8String.fromString(generatedText(parser, JsonToken.VALUE_NUMBER_INT));
   }
 
   /**
