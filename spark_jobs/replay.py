@@ -45,6 +45,8 @@ from .watermarks import Timeline, WatermarkState, compute_pass_timelines
 Progress = Callable[[str], None]
 #: Small enough that a pass of a few thousand records reads little more than its own.
 STAGING_ROW_GROUP_BYTES = 2 << 20
+#: The tables ``maintenance`` compacts and cleans (the ingest's are replaced by ingest, not appended).
+MAINTAINED_TABLES = ("window_results", "late_events", "operator_state", "replay_log", "window_latest")
 
 
 @dataclass
@@ -484,14 +486,21 @@ class _Replay:
         def due(every: int) -> bool:
             return bool(every) and any((batch_id + 1) % every == 0 for batch_id in batch_ids)
 
-        if due(maintenance.optimize_every):
-            for table in ("window_results", "late_events", "operator_state", "replay_log", "window_latest"):
-                if self.store.exists(table):
-                    self.store.optimize(table)
-        if due(maintenance.vacuum_every):
-            for table in ("window_results", "late_events", "operator_state", "replay_log", "window_latest"):
-                if self.store.exists(table):
-                    self.store.vacuum(table, maintenance.vacuum_retention_hours)
+        optimize, vacuum = due(maintenance.optimize_every), due(maintenance.vacuum_every)
+        if not (optimize or vacuum):
+            return
+
+        def maintain_table(table: str) -> None:
+            if optimize:
+                self.store.optimize(table)
+            if vacuum:
+                self.store.vacuum(table, maintenance.vacuum_retention_hours)
+
+        # Tables are maintained independently: overlapping their jobs and commits, as a pass's
+        # writes do, takes five OPTIMIZEs from 6.0-6.3 s to 4.2-4.7 s.
+        tables = [table for table in MAINTAINED_TABLES if self.store.exists(table)]
+        for future in [self.pool.submit(maintain_table, table) for table in tables]:
+            future.result()
 
     def known_files(self) -> dict[str, dict[str, Any]]:
         if not self.store.exists("source_files"):
