@@ -35,13 +35,11 @@ sys.path.insert(0, str(ROOT))
 
 from spark_jobs.bench import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.config import parse_config  # noqa: E402
-from spark_jobs.ordering import number_records, sort_key_columns, timeline_columns  # noqa: E402
-from spark_jobs.replay import STAGING_ROW_GROUP_BYTES  # noqa: E402
+from spark_jobs.ordering import driver_key_columns, number_records  # noqa: E402
+from spark_jobs.replay import STAGING_LAYOUT  # noqa: E402
 from spark_jobs.session import get_spark  # noqa: E402
 from spark_jobs.sources import accepted, check_archive, list_archive  # noqa: E402
 from spark_jobs.state.delta import DeltaStore  # noqa: E402
-
-STAGING_OPTIONS = {"row_group_bytes": STAGING_ROW_GROUP_BYTES, "unique_columns": ("_raw", "_id")}
 
 
 def shortest(repeats: int, job: Callable[[], object]) -> float:
@@ -71,7 +69,7 @@ def main() -> int:
     files = list_archive(spark, config.source)
     checked = check_archive(spark, config, files).frame
     records = accepted(checked, config)
-    wanted = list(dict.fromkeys([*sort_key_columns(config), *timeline_columns(config)]))
+    wanted = driver_key_columns(config)
 
     def noop(frame) -> Callable[[], None]:
         return lambda: frame.write.format("noop").mode("overwrite").save()
@@ -85,7 +83,7 @@ def main() -> int:
             shutil.rmtree(store.path(table), ignore_errors=True)
             store.replace_where(frame.withColumn("_batch", F.lit(0).cast("long"))
                                 .withColumn("_ingest", F.lit(0).cast("long")), table, "_ingest = 0",
-                                stats_columns=(*order.split(","), "_ingest"), **STAGING_OPTIONS)
+                                stats_columns=(*order.split(","), "_ingest"), **STAGING_LAYOUT)
         return write
 
     report: dict[str, object] = {"events": args.events, "archive_bytes": archive["bytes"]}

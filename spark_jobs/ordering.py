@@ -137,6 +137,12 @@ def timeline_columns(config: PipelineConfig) -> list[str]:
     return [*columns, "_input"] if config.join is not None else columns
 
 
+def driver_key_columns(config: PipelineConfig) -> list[str]:
+    """What an ingest numbered on the driver collects there per record: the sort keys, then the
+    watermark timeline's columns (its passes take their timelines from them)."""
+    return list(dict.fromkeys([*sort_key_columns(config), *timeline_columns(config)]))
+
+
 def number_records(
     spark: SparkSession, config: PipelineConfig, records: DataFrame, seq_base: int,
     keys: pa.Table | None,

@@ -43,8 +43,10 @@ from .state.delta import BATCH_TABLES, DeltaStore
 from .watermarks import Timeline, WatermarkState, compute_pass_timelines
 
 Progress = Callable[[str], None]
-#: Small enough that a pass of a few thousand records reads little more than its own.
-STAGING_ROW_GROUP_BYTES = 2 << 20
+#: How ``staging`` is written (besides its statistics columns): records are staged in ranges of
+#: ``_seq`` and row groups of 2 MB, so a pass of a few thousand records reads little more than its
+#: own row groups; raw lines and ids, a value per row, get no dictionary.
+STAGING_LAYOUT = {"row_group_bytes": 2 << 20, "unique_columns": ("_raw", "_id")}
 #: The tables ``maintenance`` compacts and cleans (the ingest's are replaced by ingest, not appended).
 MAINTAINED_TABLES = ("window_results", "late_events", "operator_state", "replay_log", "window_latest")
 
@@ -334,7 +336,7 @@ class _Replay:
         """
         from pyspark.sql import functions as F
 
-        from .ordering import number_records, sort_key_columns, timeline_columns
+        from .ordering import driver_key_columns, number_records, timeline_columns
         from .sources import accepted, check_archive, line_count, list_archive, rejected
 
         sources = self.config.sources()
@@ -382,7 +384,7 @@ class _Replay:
         # One read: every accepted record's sort keys (driver numbering), and where the
         # quarantined lines are.
         if on_driver:
-            wanted = list(dict.fromkeys([*sort_key_columns(self.config), *timeline_columns(self.config)]))
+            wanted = driver_key_columns(self.config)
         else:
             wanted = ["_file_index", "_line"]
         probe = union([
@@ -435,8 +437,7 @@ class _Replay:
         self.store.replace_where(
             staged, "staging", f"_ingest = {ingest_id}",
             stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
-            # Records are staged in ranges of _seq: a pass reads just the row groups of its range.
-            row_group_bytes=STAGING_ROW_GROUP_BYTES, unique_columns=("_raw", "_id"),
+            **STAGING_LAYOUT,
         )
         numbered.close()
         # Drops the cluster sort's copy of the records, if it made one.

@@ -199,8 +199,7 @@ def compute_timeline(
         partition = np.full(n, "0", dtype=object)
     # A hash table rather than np.unique's sort of the names as strings (1M records: 0.02 s, 0.1 s).
     codes, uniques = pd.factorize(np.asarray(partition, dtype=object), use_na_sentinel=False)
-    for name in sorted({str(u) for u in uniques} - set(names)):
-        names.append(name)
+    names.extend(sorted({str(u) for u in uniques} - set(names)))
     index_of = {name: i for i, name in enumerate(names)}
     codes = np.array([index_of[str(u)] for u in uniques], dtype=np.int64)[codes] if n else codes
     max_ts = np.array(
