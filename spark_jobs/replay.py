@@ -47,8 +47,9 @@ Progress = Callable[[str], None]
 #: ``_seq`` and row groups of 2 MB, so a pass of a few thousand records reads little more than its
 #: own row groups; raw lines and ids, a value per row, get no dictionary.
 STAGING_LAYOUT = {"row_group_bytes": 2 << 20, "unique_columns": ("_raw", "_id")}
-#: The tables ``maintenance`` compacts and cleans (the ingest's are replaced by ingest, not appended).
-MAINTAINED_TABLES = ("window_results", "late_events", "operator_state", "replay_log", "window_latest")
+#: The tables ``maintenance`` compacts and cleans: every table a pass appends to (the ingest's are
+#: replaced by ingest, not appended).
+MAINTAINED_TABLES = (*BATCH_TABLES, "replay_log")
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from replay_helpers import REPLAY_LOG_VOLATILE, cli, snapshot, table_rows, write_archive, write_pipeline
+from test_join_pipelines import INTERVAL, NOT_WINDOWED, archives
 
 from spark_jobs.replay import MAINTAINED_TABLES
 
@@ -38,7 +39,9 @@ def test_optimize_and_vacuum_on_schedule_change_no_row(spark, tmp_path):
     assert runs["maintained"] == runs["plain"]
 
     plain, maintained = tmp_path / "plain", tmp_path / "maintained"
-    for table in MAINTAINED_TABLES:
+    written = [table for table in MAINTAINED_TABLES if (plain / table / "_delta_log").exists()]
+    assert set(written) == {"window_results", "window_latest", "late_events", "operator_state", "replay_log"}
+    for table in written:
         assert "OPTIMIZE" not in operations(spark, plain / table), table
         done = operations(spark, maintained / table)
         assert "OPTIMIZE" in done and "VACUUM END" in done, (table, done)
@@ -55,3 +58,40 @@ def test_optimize_and_vacuum_on_schedule_change_no_row(spark, tmp_path):
         latest = DeltaTable.forPath(spark, str(maintained / table)).history(1).first()["version"]
         assert versions[table] == latest, table
     assert table_rows(spark, maintained, "replay_log", REPLAY_LOG_VOLATILE) == runs["plain"]["replay_log"]
+
+
+PROCESS = {"class": "spark_jobs.contrib.process.InactivityAlert", "params": {"gap": 4_000, "big": 9.0},
+           "output": {"kind": "string", "last_seen": "long", "events": "long"}}
+
+
+@pytest.mark.parametrize("kind", ["process", "join"])
+def test_maintenance_covers_every_table_a_pass_appends_to(spark, tmp_path, kind):
+    """Process functions append to process_results and side_outputs, joins to join_results: those
+    are compacted and cleaned on the same schedule, with no row changed."""
+    left, right = archives(tmp_path)
+    if kind == "process":
+        settings = {"process": PROCESS, **NOT_WINDOWED, "aggregates": None}
+        outputs = ("process_results", "side_outputs")
+    else:
+        right_source = {"path": str(right), "format": "jsonl", "event_time": "ts", "ingest_time": "ingest_ts",
+                        "partition": "partition", "offset": "offset", "id": "event_id",
+                        "watermark": {"max_out_of_orderness": "8s"}}
+        settings = {"join": {**INTERVAL, "right": right_source}, **NOT_WINDOWED, "aggregates": None}
+        outputs = ("join_results",)
+    for name, maintenance in (
+        ("plain", {"optimize_every": 0}),
+        ("maintained", {"optimize_every": 2, "vacuum_every": 3, "vacuum_retention_hours": 168}),
+    ):
+        config = write_pipeline(
+            tmp_path / f"{name}.yaml", left, tmp_path / name, name=kind,
+            batch={"max_records": 40, "pass_max_records": 40}, maintenance=maintenance, **settings,
+        )
+        done = cli("run", str(config), "--finalize")
+        assert done.returncode == 0, done.stderr[-3000:]
+    plain, maintained = tmp_path / "plain", tmp_path / "maintained"
+    for table in outputs:
+        assert table_rows(spark, maintained, table) == table_rows(spark, plain, table), table
+        assert table_rows(spark, plain, table), table
+        done = operations(spark, maintained / table)
+        assert "OPTIMIZE" in done and "VACUUM END" in done, (table, done)
+        assert active_files(spark, maintained / table) < active_files(spark, plain / table), table
