@@ -122,6 +122,69 @@ class ComputedPass:
         return rows.select([*self.keys, *[name for name, _ in STATE_COLUMNS]])
 
 
+@dataclass(frozen=True)
+class LatestMerged:
+    """What ``window_latest`` holds, as a commit row records it."""
+
+    through: int  # the last batch whose panes it holds (-1: none)
+    version: int | None  # its Delta version (None: no table yet)
+
+
+class LatestMerges:
+    """``window_latest``'s MERGEs, one at a time, each running beside the passes after the one
+    that starts it (a MERGE is several Spark jobs: it took 2.6-3.4 s of a one-batch pass whose
+    other writes took 0.8 s).
+
+    Commit rows record a MERGE from the pass that starts the next one on (which waits for it), or
+    from the pass that ends the run (which waits for its own): until then they record the table as
+    it was before the MERGE, which a recovery restores. What a row records so depends only on the
+    passes, never on timing.
+    """
+
+    def __init__(self, store: DeltaStore, recorded: LatestMerged):
+        self.store = store
+        #: What commit rows record now.
+        self.recorded = recorded
+        #: The last batch the newest MERGE (running or not) covers: the next one starts after it.
+        self.started_through = recorded.through
+        self.running: tuple[Future, int] | None = None
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="latest-merge")
+
+    def start(self, merge: Callable[[], None], through: int) -> None:
+        """Run ``merge`` (panes through batch ``through``) once the MERGE before it is done."""
+        self.record()
+        # Nothing else writes the table now (maintenance waits for MERGEs): its version before
+        # this MERGE, after any compaction since the last one.
+        self.recorded = LatestMerged(self.recorded.through, self.store.version("window_latest"))
+        self.started_through = through
+
+        def run() -> int | None:
+            merge()
+            return self.store.version("window_latest")
+
+        self.running = (self.executor.submit(run), through)
+
+    def record(self) -> None:
+        """Wait for the running MERGE, and record it."""
+        if self.running is not None:
+            future, through = self.running
+            self.running = None
+            self.recorded = LatestMerged(through, future.result())
+
+    def settle(self) -> None:
+        """Wait for the running MERGE without recording it (before maintenance compacts the table)."""
+        if self.running is not None:
+            self.running[0].result()
+
+    def check(self) -> None:
+        """Raise the running MERGE's error if it failed already."""
+        if self.running is not None and self.running[0].done():
+            self.running[0].result()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown()
+
+
 @dataclass
 class RunSummary:
     pipeline: str
@@ -241,6 +304,7 @@ class _Replay:
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-write")
         self.logger = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-log")
         self.previous_commit_end = 0.0
+        self.latest: LatestMerges | None = None  # set once the run knows its last commit row
         #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
 
@@ -253,6 +317,8 @@ class _Replay:
             finally:
                 self.writer.shutdown()
                 self.logger.shutdown()
+                if self.latest is not None:
+                    self.latest.shutdown()
                 self.pool.shutdown()
 
     def _run(self, finalize: bool, until_ms: int | None) -> RunSummary:
@@ -264,6 +330,10 @@ class _Replay:
         last = log[-1] if log else None
         for repair in recover(self.store, last):
             self.progress(f"[{self.config.name}] recovery: {repair}")
+        through = (last or {}).get("latest_through")
+        self.latest = LatestMerges(
+            self.store, LatestMerged(-1 if through is None else through, self.store.version("window_latest"))
+        )
         # The ingest's source_files rows commit beside the first pass's computing and table
         # writes; that pass's log rows wait for them (an ingest without them is redone).
         ingested = self.ingest(summary)
@@ -480,20 +550,26 @@ class _Replay:
         if os.environ.get("REPLAY_PROFILE"):
             self.progress(f"  {label}: " + ", ".join(f"{k} {v:.2f}s" for k, v in steps.items()))
 
-    def maintain(self, batch_ids: list[int]) -> None:
-        """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule (every N batches), inside
-        the pass so the versions its commit rows record include the maintenance commits."""
+    def maintenance_due(self, batch_ids: list[int]) -> tuple[bool, bool]:
+        """Whether a pass of these batches compacts, and whether it cleans (every N batches)."""
         maintenance = self.config.maintenance
 
         def due(every: int) -> bool:
             return bool(every) and any((batch_id + 1) % every == 0 for batch_id in batch_ids)
 
-        optimize, vacuum = due(maintenance.optimize_every), due(maintenance.vacuum_every)
+        return due(maintenance.optimize_every), due(maintenance.vacuum_every)
+
+    def maintain(self, batch_ids: list[int]) -> None:
+        """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule (every N batches), inside
+        the pass so the versions its commit rows record include the maintenance commits."""
+        maintenance = self.config.maintenance
+        optimize, vacuum = self.maintenance_due(batch_ids)
         if not (optimize or vacuum):
             return
 
         def maintain_table(table: str) -> None:
-            if optimize:
+            # The pass rewrote operator_state to its one snapshot: nothing to compact.
+            if optimize and table != "operator_state":
                 self.store.optimize(table)
             if vacuum:
                 self.store.vacuum(table, maintenance.vacuum_retention_hours)
@@ -692,21 +768,14 @@ class _Replay:
         if "pane" in kinds:
             writes.append(traced("results", lambda: store.append_batch(results, results_table, tag)))
         # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
-        # the panes of every batch since the previous MERGE.
-        latest_before = (last or {}).get("latest_through")
-        latest_before = -1 if latest_before is None else latest_before
+        # the panes of every batch since the previous MERGE, beside this pass's writes and the
+        # next pass (see LatestMerges).
+        merges = self.latest
+        latest_before = merges.started_through
         # (Only windowed aggregates have one newest row per window to keep.)
         merged = results_table == "window_results" and (
             last_of_run or final.batch_id - latest_before >= config.latest_every
         )
-        if merged:
-            since = results
-            if latest_before < first.batch_id - 1 and store.exists("window_results"):
-                since = store.read("window_results").where(
-                    (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
-                ).unionByName(results)
-            latest = self.latest_frame(since)
-            writes.append(traced("latest", lambda: store.merge_latest_panes(latest, keys, tag)))
         if "late" in kinds and config.late_output == "side_output":
             late = self.late_frame(frame("late"), staged)
             writes.append(traced("late", lambda: store.append_batch(late, "late_events", tag)))
@@ -714,10 +783,12 @@ class _Replay:
             *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
         )
         # A pass appends its state snapshot (one Spark job, against five for an overwrite, which
-        # lists the files it replaces); every `latest_every` batches, at the end of each run and
-        # when no window is open (an empty append makes no commit) it overwrites, which drops the
-        # older snapshots. Readers take the snapshot of the last committed batch.
-        replaces = merged or last_of_run or "state" not in kinds
+        # lists the files it replaces); in the passes that compact the tables, at the end of each
+        # run and when no window is open (an empty append makes no commit) it overwrites, which
+        # drops the older snapshots (that is its compaction). Readers take the snapshot of the last
+        # committed batch.
+        compacts = self.maintenance_due(ids)[0]
+        replaces = compacts or last_of_run or "state" not in kinds
         write_state = store.overwrite_batch if replaces else store.append_batch
         writes.append(traced("state", lambda: write_state(new_state, "operator_state", tag)))
         if "side" in kinds:
@@ -732,15 +803,46 @@ class _Replay:
             self.progress(f"[{config.name}] WARNING state leak: {leak}")
         # Different tables commit independently: overlap their Spark jobs and Delta commits.
         mark = time.time()
-        for future in [self.pool.submit(write) for write in writes]:
+        submitted = [self.pool.submit(write) for write in writes]
+        maintains = any(self.maintenance_due(ids))
+        start_merge = None
+        if merged:
+            since = results
+            if latest_before < first.batch_id - 1 and store.exists("window_results"):
+                since = store.read("window_results").where(
+                    (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
+                ).unionByName(results)
+            latest = self.latest_frame(since)
+            merge = traced("latest", lambda: store.merge_latest_panes(latest, keys, tag))
+
+            def start_merge() -> None:
+                merges.start(merge, final.batch_id)
+
+            if not maintains:
+                start_merge()
+        for future in submitted:
             future.result()
         if previous_commit is not None:
             # A recovery puts the tables back to the versions a committed row records: the pass
             # before must be committed before this pass's versions are, each its own.
             previous_commit.result()
-        self.maintain(ids)
+        merges.check()
+        if maintains:
+            # Maintenance compacts window_latest too: not beside a MERGE. This pass's own MERGE
+            # starts after it.
+            merges.settle()
+            self.maintain(ids)
+            if start_merge is not None:
+                start_merge()
+        if last_of_run:
+            merges.record()
         steps["writes"] = time.time() - mark
         versions = store.versions(BATCH_TABLES)
+        # The listing may or may not show a running MERGE's commit: the recorded version instead.
+        recorded = merges.recorded
+        versions.pop("window_latest", None)
+        if recorded.version is not None:
+            versions["window_latest"] = recorded.version
         entries = []
         for batch, timeline, after in zip(batches, timelines, states, strict=True):
             entries.append({
@@ -756,8 +858,8 @@ class _Replay:
                 "panes": sum(panes[batch.batch_id].values()),
                 "late": late_counts[batch.batch_id],
                 "leaks": len(leaks) if batch is final else 0,
-                # window_latest holds this batch's panes once the pass MERGEd.
-                "latest_through": batch.batch_id if merged else latest_before,
+                # The last batch whose panes window_latest holds, as far as this row records it.
+                "latest_through": min(batch.batch_id, recorded.through),
                 # The same versions for every batch of the pass: the pass is the unit of restart.
                 "table_versions": versions,
             })

@@ -22,12 +22,23 @@ def active_files(spark, table) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()["numFiles"]
 
 
+def state_write_modes(spark, lakehouse) -> dict[int, str]:
+    """How each pass wrote operator_state, by the pass's last batch."""
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, str(lakehouse / "operator_state")).history().collect()
+    return {
+        int(row.userMetadata.removeprefix("batch=")): row.operationParameters["mode"]
+        for row in history if row.operation == "WRITE" and row.userMetadata
+    }
+
+
 def test_optimize_and_vacuum_on_schedule_change_no_row(spark, tmp_path):
-    archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=9)
+    archive = write_archive(tmp_path / "archive", records=240, keys=3, seed=9)
     runs = {}
     for name, maintenance in (
         ("plain", {"optimize_every": 0}),
-        ("maintained", {"optimize_every": 2, "vacuum_every": 3, "vacuum_retention_hours": 168}),
+        ("maintained", {"optimize_every": 4, "vacuum_every": 3, "vacuum_retention_hours": 168}),
     ):
         config = write_pipeline(
             tmp_path / f"{name}.yaml", archive, tmp_path / name,
@@ -44,8 +55,13 @@ def test_optimize_and_vacuum_on_schedule_change_no_row(spark, tmp_path):
     for table in written:
         assert "OPTIMIZE" not in operations(spark, plain / table), table
         done = operations(spark, maintained / table)
-        assert "OPTIMIZE" in done and "VACUUM END" in done, (table, done)
-    # Six one-batch passes and the finalize: compacted after batches 1, 3 and 5.
+        assert "VACUUM END" in done, (table, done)
+        # operator_state is compacted by the maintaining pass overwriting it with its snapshot.
+        assert ("OPTIMIZE" in done) == (table != "operator_state"), (table, done)
+    assert state_write_modes(spark, maintained)[3] == "Overwrite"
+    assert state_write_modes(spark, plain)[3] == "Append"
+    # Twelve one-batch passes and the finalize: compacted after batches 3, 7 and 11 (window_latest,
+    # MERGEd every third batch beside the passes after, has files to compact from batch 7 on).
     assert active_files(spark, maintained / "window_results") < active_files(spark, plain / "window_results")
 
     # The last batch's commit row records the versions its pass's maintenance made: a recovery
