@@ -305,6 +305,10 @@ class _Replay:
         self.logger = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-log")
         self.previous_commit_end = 0.0
         self.latest: LatestMerges | None = None  # set once the run knows its last commit row
+        #: Staged records read ahead for small passes: (first seq, end seq, columns, Arrow in
+        #: ``_seq`` order), and where this run's pending records end.
+        self.read_ahead: tuple[int, int, list[str], Any] | None = None
+        self.pending_end = 0
         #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
 
@@ -351,6 +355,7 @@ class _Replay:
             seq = previous.seq_end if previous else (last["seq_end"] if last else 0)
             batches.append(PendingBatch(batch_id, seq, seq, finalize=True))
         passes = plan_passes(batches, max(self.config.pass_max_records, self.batch_size))
+        self.pending_end = batches[-1].seq_end if batches else 0
         # Pass N+1 is computed while pass N is written and committed: it only needs N's watermark
         # and window state, known once N is computed. Its tables are then written while N's log
         # rows commit; commits stay in order, one at a time.
@@ -699,7 +704,9 @@ class _Replay:
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
         if self.runs_on_driver(seq_end - seq_start):
-            out = run_keys_on_driver(function, keys, records.toArrow(), state, output_schema(config))
+            rows = self.driver_records(record_columns, seq_start, seq_end) if staged is not None else None
+            rows = records.toArrow() if rows is None else rows
+            out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
         else:
             out = (
                 records.groupBy(*keys)
@@ -948,14 +955,39 @@ class _Replay:
 
         return LATE_REASON
 
-    def runs_on_driver(self, records: int) -> bool:
-        """Whether a pass of ``records`` runs its keys on the driver (see the setting). The
-        per-record operator (pipelines the vectorised kernel does not cover) costs ten times as
-        much per record: there the executors' cores pay off for passes a tenth of the size."""
+    def driver_limit(self) -> int:
+        """The most records a pass runs on the driver (see the setting). The per-record operator
+        (pipelines the vectorised kernel does not cover) costs ten times as much per record: there
+        the executors' cores pay off for passes a tenth of the size."""
         from .window_kernel import supports
 
         limit = self.config.driver_pass_max_records
-        return records <= (limit if supports(self.spec) else limit // 10)
+        return limit if supports(self.spec) else limit // 10
+
+    def runs_on_driver(self, records: int) -> bool:
+        """Whether a pass of ``records`` runs its keys on the driver."""
+        return records <= self.driver_limit()
+
+    def driver_records(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
+        """A pass's staged records (Arrow) for its keys to run on the driver.
+
+        A small pass reads ahead: one staging read, up to what a pass may hold on the driver,
+        serves the passes after it too (each read is a Delta snapshot and a Spark job, 0.3-0.5 s
+        of a one-batch pass whatever its size).
+        """
+        from pyspark.sql import functions as F
+
+        ahead = self.read_ahead
+        if ahead is None or ahead[2] != columns or not (ahead[0] <= seq_start and seq_end <= ahead[1]):
+            end = max(seq_end, min(seq_start + self.driver_limit(), self.pending_end))
+            staged = self.store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < end))
+            if end == seq_end:  # nothing to read ahead
+                self.read_ahead = None
+                return staged.select(*columns).toArrow()
+            ahead = self.read_ahead = (seq_start, end, columns, collect_in_replay_order(staged, *columns))
+        seqs = ahead[3].column("_seq").to_numpy()
+        lo, hi = np.searchsorted(seqs, [seq_start, seq_end])
+        return ahead[3].slice(lo, hi - lo)
 
     def read_state(self, last: dict[str, Any] | None):
         version = (last or {}).get("table_versions", {}).get("operator_state") if last else None
