@@ -47,6 +47,9 @@ Progress = Callable[[str], None]
 #: ``_seq`` and row groups of 2 MB, so a pass of a few thousand records reads little more than its
 #: own row groups; raw lines and ids, a value per row, get no dictionary.
 STAGING_LAYOUT = {"row_group_bytes": 2 << 20, "unique_columns": ("_raw", "_id")}
+#: How many staged records a small pass reads to the driver for the passes after it (full rows:
+#: about 50 MB of raw lines and columns).
+READ_AHEAD_RECORDS = 200_000
 #: The tables ``maintenance`` compacts and cleans: every table a pass appends to (the ingest's are
 #: replaced by ingest, not appended).
 MAINTAINED_TABLES = (*BATCH_TABLES, "replay_log")
@@ -115,6 +118,7 @@ class ComputedPass:
     steps: dict[str, float]
     started: float
     keys: list[str]
+    staged_rows: Any = None  # the staged rows (Arrow) when the pass read them to the driver
 
     def state_rows(self) -> Any:
         """The window state after the pass (Arrow), as the next pass starts from it."""
@@ -703,9 +707,12 @@ class _Replay:
         # it reads, and it all comes to the driver, which writes each table from there. A pass
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
+        staged_rows = None  # the pass's staged rows on the driver, late events' columns included
         if self.runs_on_driver(seq_end - seq_start):
-            rows = self.driver_records(record_columns, seq_start, seq_end) if staged is not None else None
-            rows = records.toArrow() if rows is None else rows
+            if staged is not None and seq_end - seq_start < READ_AHEAD_RECORDS:
+                columns = list(dict.fromkeys([*record_columns, *self.late_source_columns()]))
+                staged_rows = self.driver_records(columns, seq_start, seq_end)
+            rows = records.toArrow() if staged_rows is None else staged_rows.select(record_columns)
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
         else:
             out = (
@@ -730,7 +737,7 @@ class _Replay:
                                    counted.column("_batch_count").to_pylist(), strict=True):
                 late_counts[batch_id] = n
         return ComputedPass(batches, staged, timelines, states, out, by_kind, panes, late_counts, steps,
-                            started, keys)
+                            started, keys, staged_rows)
 
     def write_pass(
         self, computed: ComputedPass, last: dict[str, Any] | None, previous_commit: Future | None,
@@ -743,6 +750,7 @@ class _Replay:
         written: the table versions this pass records, and its maintenance, wait for it.
         ``position`` is (pass number, passes, batches) in this run. Returns the pass's last log
         row and its commit."""
+        import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
         config, store = self.config, self.store
@@ -784,7 +792,13 @@ class _Replay:
             last_of_run or final.batch_id - latest_before >= config.latest_every
         )
         if "late" in kinds and config.late_output == "side_output":
-            late = self.late_frame(frame("late"), staged)
+            source = staged
+            if computed.staged_rows is not None:  # the late records are on the driver already
+                rows = computed.staged_rows
+                wanted = pc.is_in(rows.column("_seq"), value_set=by_kind["late"].column("_seq"))
+                late_rows = rows.filter(wanted).select(self.late_source_columns())
+                source = self.spark.createDataFrame(late_rows).coalesce(1)  # one file, as frame()
+            late = self.late_frame(frame("late"), source)
             writes.append(traced("late", lambda: store.append_batch(late, "late_events", tag)))
         new_state = frame("state").select(
             *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
@@ -916,12 +930,21 @@ class _Replay:
         self.report(total, (number, passes), summary)
         return last_row
 
+    def late_source_columns(self) -> list[str]:
+        """The staged columns a late event is made of (see ``late_frame``)."""
+        return [
+            "_seq", *self.config.key, "_event_time", "_ingest_time", "_partition", "_offset", "_id", "_file",
+            "_line", "_raw", "_batch",
+        ]
+
     def late_frame(self, late, staged):
+        """The late events: the operator's late rows joined to their staged records (``staged``
+        holds at least ``late_source_columns``)."""
         from pyspark.sql import functions as F
 
         return (
             F.broadcast(late.select(F.col("_seq"), F.col("watermark")))
-            .join(staged, "_seq")
+            .join(staged.select(self.late_source_columns()), "_seq")
             .select(
                 "_seq", *self.config.key, F.col("_event_time").alias("event_time"),
                 F.col("_ingest_time").alias("ingest_time"), F.col("_partition").alias("partition"),
@@ -969,21 +992,19 @@ class _Replay:
         return records <= self.driver_limit()
 
     def driver_records(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
-        """A pass's staged records (Arrow) for its keys to run on the driver.
+        """A small pass's staged records (Arrow, in ``_seq`` order) for its keys to run on the
+        driver.
 
-        A small pass reads ahead: one staging read, up to what a pass may hold on the driver,
-        serves the passes after it too (each read is a Delta snapshot and a Spark job, 0.3-0.5 s
-        of a one-batch pass whatever its size).
+        A small pass reads ahead: one staging read of up to ``READ_AHEAD_RECORDS`` serves the
+        passes after it too (each read is a Delta snapshot and a Spark job, 0.3-0.5 s of a
+        one-batch pass whatever its size).
         """
         from pyspark.sql import functions as F
 
         ahead = self.read_ahead
         if ahead is None or ahead[2] != columns or not (ahead[0] <= seq_start and seq_end <= ahead[1]):
-            end = max(seq_end, min(seq_start + self.driver_limit(), self.pending_end))
+            end = max(seq_end, min(seq_start + READ_AHEAD_RECORDS, self.pending_end))
             staged = self.store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < end))
-            if end == seq_end:  # nothing to read ahead
-                self.read_ahead = None
-                return staged.select(*columns).toArrow()
             ahead = self.read_ahead = (seq_start, end, columns, collect_in_replay_order(staged, *columns))
         seqs = ahead[3].column("_seq").to_numpy()
         lo, hi = np.searchsorted(seqs, [seq_start, seq_end])
