@@ -1373,7 +1373,7 @@ def plot(report: dict[str, Any], paths: list[Path]) -> None:
     if replays:
         events = max(r["events"] for r in replays)
         replays = sorted((r for r in replays if r["events"] == events), key=lambda r: r["batch_size"])
-        names = ["timeline_read", "timelines", "operator", "writes", "commit", "other"]
+        names = ["timeline_read", "timelines", "records_read", "operator", "writes", "commit", "other"]
         bottoms = [0.0] * len(replays)
         for name in names:
             values = []

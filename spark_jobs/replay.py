@@ -713,6 +713,7 @@ class _Replay:
                 columns = list(dict.fromkeys([*record_columns, *self.late_source_columns()]))
                 staged_rows = self.driver_records(columns, seq_start, seq_end)
             rows = records.toArrow() if staged_rows is None else staged_rows.select(record_columns)
+            steps["records_read"], mark = time.time() - mark, time.time()
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
         else:
             out = (
