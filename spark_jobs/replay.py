@@ -979,18 +979,14 @@ class _Replay:
 
         return LATE_REASON
 
-    def driver_limit(self) -> int:
-        """The most records a pass runs on the driver (see the setting). The per-record operator
-        (pipelines the vectorised kernel does not cover) costs ten times as much per record: there
-        the executors' cores pay off for passes a tenth of the size."""
+    def runs_on_driver(self, records: int) -> bool:
+        """Whether a pass of ``records`` runs its keys on the driver (see the setting). The
+        per-record operator (pipelines the vectorised kernel does not cover) costs ten times as
+        much per record: there the executors' cores pay off for passes a tenth of the size."""
         from .window_kernel import supports
 
         limit = self.config.driver_pass_max_records
-        return limit if supports(self.spec) else limit // 10
-
-    def runs_on_driver(self, records: int) -> bool:
-        """Whether a pass of ``records`` runs its keys on the driver."""
-        return records <= self.driver_limit()
+        return records <= (limit if supports(self.spec) else limit // 10)
 
     def driver_records(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """A small pass's staged records (Arrow, in ``_seq`` order) for its keys to run on the
