@@ -12,8 +12,9 @@ pytestmark = pytest.mark.spark
 
 
 def tables(spark, lakehouse) -> dict:
-    """Every table, with the commit log minus ``latest_through``: when ``window_latest`` was last
-    MERGEd is the one column that follows the passes (it is MERGEd at the end of a pass)."""
+    """Every table, with the commit log minus ``latest_through``: which rows record a
+    ``window_latest`` MERGE is the one column that follows the passes (a MERGE starts in a pass
+    and is recorded by a later one)."""
     return {
         **snapshot(spark, lakehouse),
         "replay_log": table_rows(spark, lakehouse, "replay_log", (*REPLAY_LOG_VOLATILE, "latest_through")),
