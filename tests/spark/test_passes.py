@@ -86,7 +86,8 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     clean = write_pipeline(tmp_path / "clean.yaml", archive, tmp_path / "clean", batch=batch)
     assert cli("run", str(clean), "--finalize").returncode == 0
     config_path = write_pipeline(tmp_path / "stopped.yaml", archive, tmp_path / "stopped", batch=batch)
-    # No window_latest MERGE, hence no state overwrite, before the end of the run.
+    # No window_latest MERGE before the end of the run (and no state overwrite: that comes with
+    # compaction, every 100 batches).
     config_path.write_text(config_path.read_text().replace("latest_every: 3", "latest_every: 100"))
 
     class Stop(Exception):
@@ -120,3 +121,44 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     resumed = cli("run", str(config_path), "--finalize")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert tables(spark, tmp_path / "stopped") == tables(spark, tmp_path / "clean")
+
+
+def test_each_commit_row_records_what_window_latest_holds(spark, tmp_path):
+    """window_latest's MERGEs run beside later passes; what the last commit row of each pass
+    records (the table's version and ``latest_through``; a pass is the unit of restart) is exactly
+    the newest pane of every window through that batch."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    archive = write_archive(tmp_path / "archive", records=240, keys=3, seed=7)
+    one_batch_per_pass = {"max_records": 20, "pass_max_records": 20}  # a MERGE every 3rd batch
+    config = write_pipeline(tmp_path / "latest.yaml", archive, tmp_path / "latest", batch=one_batch_per_pass)
+    done = cli("run", str(config), "--finalize")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lakehouse = tmp_path / "latest"
+    results = spark.read.format("delta").load(str(lakehouse / "window_results"))
+    window = ["user", "window_start", "window_end"]
+    newest = Window.partitionBy(*window).orderBy(F.col("pane_index").desc())
+    log = spark.read.format("delta").load(str(lakehouse / "replay_log")).orderBy("batch_id").collect()
+    recorded = set()
+    # The rows of one pass record the same versions.
+    ends = [row for row, after in zip(log, [*log[1:], None], strict=True) if after is None
+            or after["table_versions"] != row["table_versions"]]
+    assert len(ends) == 12  # one batch per pass; the finalize batch joins the last pass
+    for row in ends:
+        through, version = row["latest_through"], row["table_versions"].get("window_latest")
+        recorded.add(through)
+        expected = sorted(
+            results.where(F.col("batch_id") <= through).withColumn("_rank", F.row_number().over(newest))
+            .where("_rank = 1").select(*window, "pane_index", "batch_id").collect()
+        )
+        if version is None:
+            assert expected == [], row["batch_id"]
+            continue
+        latest = spark.read.format("delta").option("versionAsOf", version).load(
+            str(lakehouse / "window_latest")
+        )
+        assert sorted(latest.select(*window, "pane_index", "batch_id").collect()) == expected, row["batch_id"]
+    # MERGEs start in the passes of batches 2, 5 and 8, and rows record each from the next MERGE's
+    # pass on; the last pass (batches 11 and the finalize 12) waits for batch 8's and for its own.
+    assert recorded == {-1, 2, 5, 12}
