@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import reduce
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -124,6 +124,15 @@ class ComputedPass:
         """The window state after the pass (Arrow), as the next pass starts from it."""
         rows = self.by_kind.get("state", self.out.slice(0, 0))
         return rows.select([*self.keys, *[name for name, _ in STATE_COLUMNS]])
+
+
+class ReadAhead(NamedTuple):
+    """Staged records read to the driver for the small passes from ``start`` on."""
+
+    start: int  # first _seq
+    end: int  # end _seq (exclusive)
+    columns: list[str]
+    rows: Any  # Arrow, in _seq order
 
 
 @dataclass(frozen=True)
@@ -309,9 +318,8 @@ class _Replay:
         self.logger = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-log")
         self.previous_commit_end = 0.0
         self.latest: LatestMerges | None = None  # set once the run knows its last commit row
-        #: Staged records read ahead for small passes: (first seq, end seq, columns, Arrow in
-        #: ``_seq`` order), and where this run's pending records end.
-        self.read_ahead: tuple[int, int, list[str], Any] | None = None
+        #: Staged records read ahead for small passes, and where this run's pending records end.
+        self.read_ahead: ReadAhead | None = None
         self.pending_end = 0
         #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
@@ -568,20 +576,17 @@ class _Replay:
 
         return due(maintenance.optimize_every), due(maintenance.vacuum_every)
 
-    def maintain(self, batch_ids: list[int]) -> None:
-        """Compact (OPTIMIZE) and clean (VACUUM) on the config's schedule (every N batches), inside
-        the pass so the versions its commit rows record include the maintenance commits."""
-        maintenance = self.config.maintenance
-        optimize, vacuum = self.maintenance_due(batch_ids)
-        if not (optimize or vacuum):
-            return
+    def maintain(self, optimize: bool, vacuum: bool) -> None:
+        """Compact (OPTIMIZE) and clean (VACUUM) the tables, in the pass ``maintenance_due`` says,
+        so that the versions its commit rows record include the maintenance commits."""
+        retention = self.config.maintenance.vacuum_retention_hours
 
         def maintain_table(table: str) -> None:
             # The pass rewrote operator_state to its one snapshot: nothing to compact.
             if optimize and table != "operator_state":
                 self.store.optimize(table)
             if vacuum:
-                self.store.vacuum(table, maintenance.vacuum_retention_hours)
+                self.store.vacuum(table, retention)
 
         # Tables are maintained independently: overlapping their jobs and commits, as a pass's
         # writes do, takes five OPTIMIZEs from 6.0-6.3 s to 4.2-4.7 s.
@@ -707,11 +712,12 @@ class _Replay:
         # it reads, and it all comes to the driver, which writes each table from there. A pass
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
-        staged_rows = None  # the pass's staged rows on the driver, late events' columns included
+        staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
         if self.runs_on_driver(seq_end - seq_start):
             if staged is not None and seq_end - seq_start < READ_AHEAD_RECORDS:
-                columns = list(dict.fromkeys([*record_columns, *self.late_source_columns()]))
-                staged_rows = self.driver_records(columns, seq_start, seq_end)
+                late = self.late_source_columns() if config.late_output == "side_output" else []
+                wanted = list(dict.fromkeys([*record_columns, *late]))
+                staged_rows = self.driver_records(wanted, seq_start, seq_end)
             rows = records.toArrow() if staged_rows is None else staged_rows.select(record_columns)
             steps["records_read"], mark = time.time() - mark, time.time()
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
@@ -809,7 +815,7 @@ class _Replay:
         # run and when no window is open (an empty append makes no commit) it overwrites, which
         # drops the older snapshots (that is its compaction). Readers take the snapshot of the last
         # committed batch.
-        compacts = self.maintenance_due(ids)[0]
+        compacts, cleans = self.maintenance_due(ids)
         replaces = compacts or last_of_run or "state" not in kinds
         write_state = store.overwrite_batch if replaces else store.append_batch
         writes.append(traced("state", lambda: write_state(new_state, "operator_state", tag)))
@@ -826,8 +832,8 @@ class _Replay:
         # Different tables commit independently: overlap their Spark jobs and Delta commits.
         mark = time.time()
         submitted = [self.pool.submit(write) for write in writes]
-        maintains = any(self.maintenance_due(ids))
-        start_merge = None
+        maintains = compacts or cleans
+        merge = None
         if merged:
             since = results
             if latest_before < first.batch_id - 1 and store.exists("window_results"):
@@ -836,12 +842,8 @@ class _Replay:
                 ).unionByName(results)
             latest = self.latest_frame(since)
             merge = traced("latest", lambda: store.merge_latest_panes(latest, keys, tag))
-
-            def start_merge() -> None:
-                merges.start(merge, final.batch_id)
-
             if not maintains:
-                start_merge()
+                merges.start(merge, final.batch_id)
         for future in submitted:
             future.result()
         if previous_commit is not None:
@@ -853,9 +855,9 @@ class _Replay:
             # Maintenance compacts window_latest too: not beside a MERGE. This pass's own MERGE
             # starts after it.
             merges.settle()
-            self.maintain(ids)
-            if start_merge is not None:
-                start_merge()
+            self.maintain(compacts, cleans)
+            if merge is not None:
+                merges.start(merge, final.batch_id)
         if last_of_run:
             merges.record()
         steps["writes"] = time.time() - mark
@@ -999,13 +1001,14 @@ class _Replay:
         from pyspark.sql import functions as F
 
         ahead = self.read_ahead
-        if ahead is None or ahead[2] != columns or not (ahead[0] <= seq_start and seq_end <= ahead[1]):
+        covered = ahead is not None and ahead.start <= seq_start and seq_end <= ahead.end
+        if not covered or ahead.columns != columns:
             end = max(seq_end, min(seq_start + READ_AHEAD_RECORDS, self.pending_end))
             staged = self.store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < end))
-            ahead = self.read_ahead = (seq_start, end, columns, collect_in_replay_order(staged, *columns))
-        seqs = ahead[3].column("_seq").to_numpy()
-        lo, hi = np.searchsorted(seqs, [seq_start, seq_end])
-        return ahead[3].slice(lo, hi - lo)
+            rows = collect_in_replay_order(staged, *columns)
+            ahead = self.read_ahead = ReadAhead(seq_start, end, columns, rows)
+        lo, hi = np.searchsorted(ahead.rows.column("_seq").to_numpy(), [seq_start, seq_end])
+        return ahead.rows.slice(lo, hi - lo)
 
     def read_state(self, last: dict[str, Any] | None):
         version = (last or {}).get("table_versions", {}).get("operator_state") if last else None
