@@ -38,6 +38,13 @@ def write_archive(directory: Path, records: int = 300, keys: int = 3, partitions
     return directory
 
 
+#: A keyed process function (``process:``) with side outputs, for pipelines without windows.
+INACTIVITY_ALERT = {
+    "class": "spark_jobs.contrib.process.InactivityAlert", "params": {"gap": 4_000, "big": 9.0},
+    "output": {"kind": "string", "last_seen": "long", "events": "long"},
+}
+
+
 def write_pipeline(path: Path, archive: Path, output: Path, **overrides: Any) -> Path:
     config: dict[str, Any] = {
         "name": "kill_test",

@@ -33,13 +33,17 @@ def archives(tmp_path: Path) -> tuple[Path, Path]:
     return left, right
 
 
+def right_source(right: Path) -> dict:
+    """The join's second input, with its own ingest times and watermark."""
+    return {"path": str(right), "format": "jsonl", "event_time": "ts", "ingest_time": "ingest_ts",
+            "partition": "partition", "offset": "offset", "id": "event_id",
+            "watermark": {"max_out_of_orderness": "8s"}}
+
+
 def pipeline(tmp_path: Path, name: str, join: dict, left: Path, right: Path, **settings) -> Path:
-    right_source = {"path": str(right), "format": "jsonl", "event_time": "ts", "ingest_time": "ingest_ts",
-                    "partition": "partition", "offset": "offset", "id": "event_id",
-                    "watermark": {"max_out_of_orderness": "8s"}}
     return write_pipeline(
         tmp_path / f"{name}.yaml", left, tmp_path / name, name=name, aggregates=None,
-        join={**join, "right": right_source}, **settings,
+        join={**join, "right": right_source(right)}, **settings,
     )
 
 
@@ -144,11 +148,11 @@ def test_join_without_ingest_times_interleaves_by_event_time(spark, tmp_path):
     """No ingest_time: the Spark sort by running maximum equals the timestamp-synchronised merge."""
     left, right = archives(tmp_path)
     name = "no_ingest"  # (batch-size invariance of joins: the test above)
-    right_source = {"path": str(right), "format": "jsonl", "event_time": "ts", "id": "event_id",
-                    "watermark": {"max_out_of_orderness": "8s"}}
+    right_input = {"path": str(right), "format": "jsonl", "event_time": "ts", "id": "event_id",
+                   "watermark": {"max_out_of_orderness": "8s"}}
     config = write_pipeline(
         tmp_path / f"{name}.yaml", left, tmp_path / name, name=name, aggregates=None,
-        join={**INTERVAL, "right": right_source}, **NOT_WINDOWED,
+        join={**INTERVAL, "right": right_input}, **NOT_WINDOWED,
         source={"path": str(left), "format": "jsonl", "event_time": "ts", "id": "event_id"},
     )
     result = cli("run", str(config), "--batch-size", "9", "--finalize", "--quiet")

@@ -4,8 +4,16 @@ that each commit row records the versions maintenance made; no row changes."""
 from __future__ import annotations
 
 import pytest
-from replay_helpers import REPLAY_LOG_VOLATILE, cli, snapshot, table_rows, write_archive, write_pipeline
-from test_join_pipelines import INTERVAL, NOT_WINDOWED, archives
+from replay_helpers import (
+    INACTIVITY_ALERT,
+    REPLAY_LOG_VOLATILE,
+    cli,
+    snapshot,
+    table_rows,
+    write_archive,
+    write_pipeline,
+)
+from test_join_pipelines import INTERVAL, NOT_WINDOWED, archives, right_source
 
 from spark_jobs.replay import MAINTAINED_TABLES
 
@@ -76,9 +84,6 @@ def test_optimize_and_vacuum_on_schedule_change_no_row(spark, tmp_path):
     assert table_rows(spark, maintained, "replay_log", REPLAY_LOG_VOLATILE) == runs["plain"]["replay_log"]
 
 
-PROCESS = {"class": "spark_jobs.contrib.process.InactivityAlert", "params": {"gap": 4_000, "big": 9.0},
-           "output": {"kind": "string", "last_seen": "long", "events": "long"}}
-
 
 @pytest.mark.parametrize("kind", ["process", "join"])
 def test_maintenance_covers_every_table_a_pass_appends_to(spark, tmp_path, kind):
@@ -86,13 +91,10 @@ def test_maintenance_covers_every_table_a_pass_appends_to(spark, tmp_path, kind)
     are compacted and cleaned on the same schedule, with no row changed."""
     left, right = archives(tmp_path)
     if kind == "process":
-        settings = {"process": PROCESS, **NOT_WINDOWED, "aggregates": None}
+        settings = {"process": INACTIVITY_ALERT, **NOT_WINDOWED, "aggregates": None}
         outputs = ("process_results", "side_outputs")
     else:
-        right_source = {"path": str(right), "format": "jsonl", "event_time": "ts", "ingest_time": "ingest_ts",
-                        "partition": "partition", "offset": "offset", "id": "event_id",
-                        "watermark": {"max_out_of_orderness": "8s"}}
-        settings = {"join": {**INTERVAL, "right": right_source}, **NOT_WINDOWED, "aggregates": None}
+        settings = {"join": {**INTERVAL, "right": right_source(right)}, **NOT_WINDOWED, "aggregates": None}
         outputs = ("join_results",)
     for name, maintenance in (
         ("plain", {"optimize_every": 0}),

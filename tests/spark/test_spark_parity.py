@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from replay_helpers import cli, write_archive, write_pipeline
+from replay_helpers import INACTIVITY_ALERT, cli, write_archive, write_pipeline
 
 from spark_jobs.config import load_config
 from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
@@ -106,10 +106,7 @@ def test_spark_replay_equals_memory_replay(spark, tmp_path, case, batch_size):
 @pytest.mark.parametrize("batch_size", [9, 1000])
 def test_keyed_process_function_through_the_cli(spark, tmp_path, batch_size):
     archive = write_archive(tmp_path / "archive", records=120, keys=3, partitions=2, seed=5)
-    process = {"class": "spark_jobs.contrib.process.InactivityAlert",
-               "params": {"gap": 4_000, "big": 9.0},
-               "output": {"kind": "string", "last_seen": "long", "events": "long"}}
-    config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse", process=process,
+    config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse", process=INACTIVITY_ALERT,
                             window=None, trigger=None, aggregates=None, allowed_lateness=None)
     done = cli("run", str(config), "--batch-size", str(batch_size), "--finalize")
     assert done.returncode == 0, done.stderr[-3000:]
