@@ -121,6 +121,9 @@ class TimelineDriver:
         self.phase = STEP_EVENT_TIMER
         self.watermark = timeline.start_watermark
         self.clock = timeline.start_clock
+        #: The record ``process`` is at, with its ``Timeline.record_points``: (seq, advances
+        #: before it, clock advances up to it).
+        self._record: tuple[int, int, int] | None = None
 
     def process(
         self,
@@ -132,6 +135,8 @@ class TimelineDriver:
         """Run the key's records (replay order) and every timer the timeline reaches."""
         timeline = self.timeline
         adv_seq, clk_seq = timeline.adv_seq, timeline.clk_seq
+        # Where each record falls on the timeline, for all of them at once (not a search each).
+        advances, clocks = timeline.record_points(seqs)
         n = len(seqs)
         i = 0
         while True:
@@ -144,9 +149,11 @@ class TimelineDriver:
             if processing is not None and (best is None or processing[0] < best):
                 best = processing[0]
             if best is None:
+                self._record = None
                 return
             if best == record_position:
                 element = elements[i] if elements is not None else None
+                self._record = (seqs[i], advances[i], clocks[i])
                 self.process_element(seqs[i], timestamps[i], values[i], element)
                 i += 1
             elif event is not None and best == event[0]:
@@ -167,8 +174,14 @@ class TimelineDriver:
     def enter_element(self, seq: int) -> None:
         """Point the clocks at record ``seq`` (the watermark emitted after the previous record)."""
         self.seq, self.phase = seq, STEP_ELEMENT
-        self.watermark = self.timeline.watermark_before(seq)
-        self.clock = self.timeline.clock_at(seq)
+        timeline, record = self.timeline, self._record
+        if record is None or record[0] != seq:
+            self.watermark = timeline.watermark_before(seq)
+            self.clock = timeline.clock_at(seq)
+            return
+        _, advances, clocks = record
+        self.watermark = timeline.adv_wm[advances - 1] if advances else timeline.start_watermark
+        self.clock = timeline.clk_val[clocks - 1] if clocks else timeline.start_clock
 
     def process_element(self, seq: int, timestamp: int, values: tuple[Any, ...], element: Any) -> None:
         raise NotImplementedError
@@ -183,7 +196,11 @@ class TimelineDriver:
         timers = self.event_timers
         if (time, namespace) in timers.points:
             return
-        point = self.timeline.event_timer_point(time, self.seq)
+        record = self._record
+        if self.phase == STEP_ELEMENT and record is not None and record[0] == self.seq:
+            point = self.timeline.event_timer_point(time, self.seq, record[1])
+        else:
+            point = self.timeline.event_timer_point(time, self.seq)
         timers.points[(time, namespace)] = point
         if point is not None:
             heapq.heappush(timers.heap, (self.timeline.adv_seq[point] * 4 + 2, time, namespace, point))

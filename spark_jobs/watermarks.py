@@ -98,6 +98,8 @@ class Timeline:
     _advance_arrays: tuple[np.ndarray, np.ndarray] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    #: ``clk_seq`` as an int64 array, built on first use (not pickled, not compared).
+    _clock_array: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def watermark_before(self, seq: int) -> int:
         """The watermark in force while record ``seq`` is processed (emitted after ``seq - 1``)."""
@@ -106,10 +108,7 @@ class Timeline:
 
     def watermarks_before(self, seqs: np.ndarray) -> np.ndarray:
         """Array form of :meth:`watermark_before`, for many records at once."""
-        if self._advance_arrays is None or len(self._advance_arrays[0]) != len(self.adv_seq):
-            self._advance_arrays = (np.asarray(self.adv_seq, dtype=np.int64),
-                                    np.asarray(self.adv_wm, dtype=np.int64))
-        adv_seq, adv_wm = self._advance_arrays
+        adv_seq, adv_wm = self._advances()
         i = np.searchsorted(adv_seq, seqs, side="left")
         if not len(adv_wm):
             return np.full(len(i), self.start_watermark, dtype=np.int64)
@@ -120,10 +119,31 @@ class Timeline:
         j = bisect_right(self.clk_seq, seq)
         return self.clk_val[j - 1] if j else self.start_clock
 
-    def event_timer_point(self, time: int, after_seq: int) -> int | None:
-        """Index of the first watermark advance at or after record ``after_seq`` reaching ``time``."""
-        i = max(bisect_left(self.adv_seq, after_seq), bisect_left(self.adv_wm, time))
+    def record_points(self, seqs: np.ndarray) -> tuple[list[int], list[int]]:
+        """For records ``seqs`` at once: the number of watermark advances before each
+        (``bisect_left(adv_seq, seq)``) and of clock advances up to each
+        (``bisect_right(clk_seq, seq)``), which give :meth:`watermark_before`, :meth:`clock_at`
+        and :meth:`event_timer_point`'s lower bound without a search per record."""
+        if self._clock_array is None or len(self._clock_array) != len(self.clk_seq):
+            self._clock_array = np.asarray(self.clk_seq, dtype=np.int64)
+        seqs = np.asarray(seqs, dtype=np.int64)
+        advances = np.searchsorted(self._advances()[0], seqs, side="left")
+        clocks = np.searchsorted(self._clock_array, seqs, side="right")
+        return advances.tolist(), clocks.tolist()
+
+    def event_timer_point(self, time: int, after_seq: int, advances_before: int | None = None) -> int | None:
+        """Index of the first watermark advance at or after record ``after_seq`` reaching ``time``
+        (``advances_before``: ``bisect_left(adv_seq, after_seq)`` when the caller knows it)."""
+        if advances_before is None:
+            advances_before = bisect_left(self.adv_seq, after_seq)
+        i = bisect_left(self.adv_wm, time, advances_before)  # adv_wm is sorted: max of the two
         return i if i < len(self.adv_seq) else None
+
+    def _advances(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._advance_arrays is None or len(self._advance_arrays[0]) != len(self.adv_seq):
+            self._advance_arrays = (np.asarray(self.adv_seq, dtype=np.int64),
+                                    np.asarray(self.adv_wm, dtype=np.int64))
+        return self._advance_arrays
 
     def processing_timer_point(self, time: int, after_seq: int, inclusive: bool) -> int | None:
         """Index of the first clock advance after record ``after_seq`` (at it, if ``inclusive``)
@@ -145,7 +165,7 @@ class Timeline:
 
     def __getstate__(self) -> dict[str, Any]:
         # Shipped to every Spark task: without the arrays, which each worker builds on first use.
-        return {**self.__dict__, "_advance_arrays": None}
+        return {**self.__dict__, "_advance_arrays": None, "_clock_array": None}
 
     @classmethod
     def concat(cls, timelines: list[Timeline]) -> Timeline:

@@ -140,3 +140,26 @@ def test_splitting_into_batches_changes_nothing_but_per_batch(rows, delay, idle,
     assert first.clk_val + second.clk_val == whole.clk_val
     assert end_state == whole_state
     assert all(b > a for a, b in zip(whole.adv_wm, whole.adv_wm[1:], strict=False))  # strictly increasing
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(-500, 500), st.integers(0, 30), st.sampled_from("ab")),
+                  max_size=40),
+    delay=st.integers(0, 20),
+    finalize=st.booleans(),
+    times=st.lists(st.integers(-600, 600), min_size=1, max_size=5),
+)
+def test_record_points_give_what_the_searches_give(rows, delay, finalize, times):
+    """The operator takes each record's watermark, clock and timer lower bound from
+    ``record_points`` (all records at once) instead of a search per record: the same values."""
+    clocks = np.cumsum([r[1] for r in rows]).tolist()
+    tl, _ = timeline(WatermarkConfig(delay), [r[0] for r in rows], clocks, [r[2] for r in rows],
+                     seq_start=3, finalize=finalize)
+    seqs = np.arange(tl.seq_start, tl.seq_end + 1)
+    advances, clock_points = tl.record_points(seqs)
+    for seq, advance, clock_point in zip(seqs.tolist(), advances, clock_points, strict=True):
+        assert (tl.adv_wm[advance - 1] if advance else tl.start_watermark) == tl.watermark_before(seq)
+        assert (tl.clk_val[clock_point - 1] if clock_point else tl.start_clock) == tl.clock_at(seq)
+        for time in times:
+            assert tl.event_timer_point(time, seq, advance) == tl.event_timer_point(time, seq)
