@@ -28,15 +28,23 @@ class SessionWindows(WindowAssigner):
         return [TimeWindow(timestamp, timestamp + self.gap)]
 
     def merge_windows(self, windows: list[TimeWindow]) -> list[tuple[TimeWindow, list[TimeWindow]]]:
-        """Flink's ``TimeWindow.mergeWindows``: sweep by start, covering intersecting windows."""
+        """Flink's ``TimeWindow.mergeWindows``: sweep by start, covering intersecting windows
+        (``TimeWindow.intersects`` and ``cover``, spelled out: this runs once per record)."""
         groups: list[tuple[TimeWindow, list[TimeWindow]]] = []
+        members: list[TimeWindow] = []
+        low = high = 0
         for window in sorted(windows):
-            if groups and groups[-1][0].intersects(window):
-                cover, members = groups[-1]
-                groups[-1] = (cover.cover(window), [*members, window])
-            else:
-                groups.append((window, [window]))
-        return [(cover, members) for cover, members in groups if len(members) > 1]
+            start, end = window
+            if members and low <= end and high >= start:
+                members.append(window)
+                low, high = min(low, start), max(high, end)
+                continue
+            if len(members) > 1:
+                groups.append((TimeWindow(low, high), members))
+            members, low, high = [window], start, end
+        if len(members) > 1:
+            groups.append((TimeWindow(low, high), members))
+        return groups
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.kind, "gap": format_duration(self.gap), "time": self.time}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spark_jobs.windows import SessionWindows, TimeWindow, assigner_from_dict
 
@@ -61,3 +63,22 @@ def test_other_assigners_do_not_merge():
 
     with pytest.raises(NotImplementedError):
         TumblingWindows(10).merge_windows([])
+
+
+def sweep(windows):
+    """Flink's ``TimeWindow.mergeWindows`` as it reads, through ``intersects`` and ``cover``."""
+    groups = []
+    for window in sorted(windows):
+        if groups and groups[-1][0].intersects(window):
+            cover, members = groups[-1]
+            groups[-1] = (cover.cover(window), [*members, window])
+        else:
+            groups.append((window, [window]))
+    return [(cover, members) for cover, members in groups if len(members) > 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(1, 20)), max_size=12))
+def test_merge_windows_is_flinks_sweep(spans):
+    windows = [TimeWindow(start, start + length) for start, length in spans]
+    assert S.merge_windows(windows) == sweep(windows)
