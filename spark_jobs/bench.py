@@ -933,12 +933,13 @@ def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every measurement to run, in order."""
     items: list[dict[str, Any]] = []
     for events in args.events:
-        sizes = args.batch_sizes or default_batch_sizes(events, args.quick)
-        middle = sizes[len(sizes) // 2]
+        sizes = sorted(set(args.batch_sizes or default_batch_sizes(events, args.quick)))
+        # Tumbling at every batch size; the other scenarios at every size asked for, and by
+        # default at the middle one and the largest (events/10 and events).
+        others = sizes if args.batch_sizes else sorted({sizes[len(sizes) // 2], sizes[-1]})
         for scenario in args.scenarios:
             items.append({"kind": "batch", "scenario": scenario, "events": events})
-            # tumbling at every batch size; the others at the middle one (and the largest).
-            scenario_sizes = sizes if scenario == "tumbling" else sorted({middle, max(sizes)})
+            scenario_sizes = sizes if scenario == "tumbling" else others
             if events >= 10_000_000 and scenario != "tumbling":
                 scenario_sizes = [max(sizes)]
             for size in scenario_sizes:
@@ -1418,7 +1419,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ints = lambda text: [int(float(x)) for x in text.split(",") if x]  # noqa: E731
     parser.add_argument("--events", type=ints, default=None, help="archive sizes (default 1000000,10000000)")
     parser.add_argument("--batch-sizes", type=ints, default=None,
-                        help="replay batch sizes (default: events/100, events/10, events; 10M: 1M)")
+                        help="replay batch sizes (default: events/100, events/10, events; 10M: 1M); "
+                             "sliding and session run at each size given, by default at the two largest")
     parser.add_argument("--scenarios", type=lambda t: t.split(","), default=list(SCENARIOS))
     parser.add_argument("--quick", action="store_true", help="smoke size: 2000 events, tumbling only")
     parser.add_argument("--flat", type=lambda t: tuple(int(x) for x in t.split("x")), default=(300, 2000),

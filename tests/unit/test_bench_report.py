@@ -22,3 +22,20 @@ def test_a_repeated_measurement_is_kept_from_the_first_run_named():
     assert merged["run"] == "after + before"
     walls = sorted(r["wall_seconds"] for r in merged["results"])
     assert walls == [20.1, 297.8, 340.2]
+
+
+def test_the_scenarios_run_at_the_sizes_asked_for_in_any_order():
+    from spark_jobs.bench import parse_args, plan
+
+    def replays(argv: list[str]) -> set[tuple[str, int]]:
+        args = parse_args([*argv, "--scenarios", "tumbling,session", "--flat", "0x0", "--no-flink"])
+        return {(item["scenario"], item["batch_size"]) for item in plan(args) if item["kind"] == "replay"}
+
+    asked = {("tumbling", 100_000), ("tumbling", 1_000_000), ("session", 100_000), ("session", 1_000_000)}
+    assert replays(["--events", "1000000", "--batch-sizes", "100000,1000000"]) == asked
+    assert replays(["--events", "1000000", "--batch-sizes", "1000000,100000"]) == asked
+    # By default: tumbling at events/100, /10 and events; the others at the two largest.
+    assert replays(["--events", "1000000"]) == {
+        ("tumbling", 10_000), ("tumbling", 100_000), ("tumbling", 1_000_000),
+        ("session", 100_000), ("session", 1_000_000),
+    }
