@@ -466,9 +466,13 @@ class _Instruments:
             try:
                 return method(*args, **kwargs)
             finally:
+                # Per table where the method names one (its first string argument): a pass's
+                # writes run side by side, and which of them is longest is what matters.
+                table = next((a for a in args[1:3] if isinstance(a, str)), None)
+                key = f"{name} {table}" if table else name
                 with self.lock:
-                    self.delta_seconds[name] = self.delta_seconds.get(name, 0.0) + time.perf_counter() - mark
-                    self.delta_calls[name] = self.delta_calls.get(name, 0) + 1
+                    self.delta_seconds[key] = self.delta_seconds.get(key, 0.0) + time.perf_counter() - mark
+                    self.delta_calls[key] = self.delta_calls.get(key, 0) + 1
 
         return wrapper
 
