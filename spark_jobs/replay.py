@@ -30,7 +30,7 @@ import numpy as np
 from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
 from .keyed import operator_spec
-from .ordering import collect_in_replay_order
+from .ordering import collect_in_replay_order, timeline_columns
 from .spark_batch import (
     STATE_COLUMNS,
     make_cogroup_function,
@@ -424,7 +424,7 @@ class _Replay:
         """
         from pyspark.sql import functions as F
 
-        from .ordering import driver_key_columns, number_records, timeline_columns
+        from .ordering import driver_key_columns, number_records
         from .sources import accepted, check_archive, line_count, list_archive, rejected
 
         sources = self.config.sources()
@@ -665,21 +665,37 @@ class _Replay:
         belongs to. Nothing is written: see ``write_pass``.
         """
         import pyarrow.compute as pc
-        from pyspark.sql import functions as F
 
         started = time.time()
-        config, store = self.config, self.store
+        config = self.config
         keys = list(config.key)
         first, final = batches[0], batches[-1]
         seq_start, seq_end = first.seq_start, final.seq_end
         ids = [batch.batch_id for batch in batches]
-        if seq_end > seq_start:
-            staged = store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < seq_end))
-        else:
-            staged = None
+        staged = self.staged_range(seq_start, seq_end) if seq_end > seq_start else None
         inputs = config.input_watermarks()
-        arrow = self.timeline_source(staged, seq_start, seq_end)
-        steps = {"timeline_read": time.time() - started}
+        value_columns = ["_input"] if inputs is not None else config.value_columns()
+        record_columns = [*keys, "_seq", "_event_time", *value_columns]
+        if self.spec.needs_element:
+            record_columns.append("_raw")
+        # The timeline's columns: from what this run ingested when it covers the pass, else from
+        # staging, with the pass's records when they are read ahead (one read for both).
+        arrow = self.ingested_timeline(seq_start, seq_end) if staged is not None else None
+        timeline = ["_seq", *timeline_columns(config)]
+        staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
+        ahead_read = 0.0  # seconds reading them (a records_read step)
+        if (staged is not None and self.runs_on_driver(seq_end - seq_start)
+                and seq_end - seq_start < READ_AHEAD_RECORDS):
+            late = self.late_source_columns() if config.late_output == "side_output" else []
+            wanted = [*record_columns, *late, *(timeline if arrow is None else [])]
+            mark = time.time()
+            staged_rows = self.driver_records(list(dict.fromkeys(wanted)), seq_start, seq_end)
+            ahead_read = time.time() - mark
+        if staged is not None and arrow is None:
+            arrow = staged_rows.select(timeline) if staged_rows is not None else collect_in_replay_order(
+                staged, *timeline
+            )
+        steps = {"timeline_read": time.time() - started - ahead_read}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
         ingest = None
         if config.source.ingest_time and arrow is not None:
@@ -695,10 +711,6 @@ class _Replay:
             config.watermark, watermark, seq_start, event_time, ingest, partition,
             [(batch.records, batch.finalize) for batch in batches], inputs,
         )
-        value_columns = ["_input"] if inputs is not None else config.value_columns()
-        record_columns = [*keys, "_seq", "_event_time", *value_columns]
-        if self.spec.needs_element:
-            record_columns.append("_raw")
         if staged is not None:
             records = staged.select(*record_columns)
         else:
@@ -707,19 +719,14 @@ class _Replay:
             config, self.spec, Timeline.concat(timelines), [(b.seq_start, b.batch_id) for b in batches]
         )
         mark = time.time()
-        steps["timelines"] = mark - started - steps["timeline_read"]
+        steps["timelines"] = mark - started - steps["timeline_read"] - ahead_read
         # What a pass emits (panes, late records' positions, open windows) is small next to what
         # it reads, and it all comes to the driver, which writes each table from there. A pass
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
-        staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
         if self.runs_on_driver(seq_end - seq_start):
-            if staged is not None and seq_end - seq_start < READ_AHEAD_RECORDS:
-                late = self.late_source_columns() if config.late_output == "side_output" else []
-                wanted = list(dict.fromkeys([*record_columns, *late]))
-                staged_rows = self.driver_records(wanted, seq_start, seq_end)
             rows = records.toArrow() if staged_rows is None else staged_rows.select(record_columns)
-            steps["records_read"], mark = time.time() - mark, time.time()
+            steps["records_read"], mark = ahead_read + time.time() - mark, time.time()
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
         else:
             out = (
@@ -958,18 +965,20 @@ class _Replay:
             )
         )
 
-    def timeline_source(self, staged: Any, seq_start: int, seq_end: int) -> Any:
-        """The pass's records' timeline columns in replay order (None for no records): from what
-        this run ingested when it covers the pass, else read back from staging."""
-        from .ordering import timeline_columns
-
-        if staged is None:
-            return None
+    def ingested_timeline(self, seq_start: int, seq_end: int) -> Any:
+        """The timeline columns of records ``seq_start`` to ``seq_end`` in replay order, from what
+        this run ingested (None when it does not cover them)."""
         if self.ingested is not None:
             base, _, table = self.ingested
             if base <= seq_start and seq_end <= base + table.num_rows:
                 return table.slice(seq_start - base, seq_end - seq_start)
-        return collect_in_replay_order(staged, "_seq", *timeline_columns(self.config))
+        return None
+
+    def staged_range(self, seq_start: int, seq_end: int) -> Any:
+        """``staging``'s rows of records ``seq_start`` to ``seq_end`` (exclusive)."""
+        from pyspark.sql import functions as F
+
+        return self.store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < seq_end))
 
     def late_reason(self) -> str:
         join = self.config.join
@@ -998,14 +1007,11 @@ class _Replay:
         passes after it too (each read is a Delta snapshot and a Spark job, 0.3-0.5 s of a
         one-batch pass whatever its size).
         """
-        from pyspark.sql import functions as F
-
         ahead = self.read_ahead
         covered = ahead is not None and ahead.start <= seq_start and seq_end <= ahead.end
         if not covered or ahead.columns != columns:
             end = max(seq_end, min(seq_start + READ_AHEAD_RECORDS, self.pending_end))
-            staged = self.store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < end))
-            rows = collect_in_replay_order(staged, *columns)
+            rows = collect_in_replay_order(self.staged_range(seq_start, end), *columns)
             ahead = self.read_ahead = ReadAhead(seq_start, end, columns, rows)
         lo, hi = np.searchsorted(ahead.rows.column("_seq").to_numpy(), [seq_start, seq_end])
         return ahead.rows.slice(lo, hi - lo)

@@ -118,8 +118,19 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     open_windows = current.where(F.col("is_open")).count()
     assert f"{open_windows} open windows in {current.count()} state rows" in pipeline_status(config, spark)
 
+    # The resumed run ingests nothing: its small passes read their records ahead, and their
+    # timelines with them, in one staging read.
+    reads = []
+    real_collect = replay_module.collect_in_replay_order
+
+    def counted_collect(frame, *columns):
+        reads.append(columns)
+        return real_collect(frame, *columns)
+
+    monkeypatch.setattr(replay_module, "collect_in_replay_order", counted_collect)
     resumed = cli("run", str(config_path), "--finalize")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(reads) == 1, reads
     assert tables(spark, tmp_path / "stopped") == tables(spark, tmp_path / "clean")
 
 
