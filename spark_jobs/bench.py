@@ -1135,10 +1135,17 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None
 
 
+#: The largest batch at least this many times the smallest for ``fixed_overhead`` to fit a line.
+FIT_MIN_SPREAD = 4
+
+
 def fixed_overhead(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Per scenario, over every replay batch of every run (finalize batches excluded): least squares
     ``seconds = a + b * records``; ``a`` is the fixed per-batch cost, ``b`` the cost per record.
-    Also on the batches' process-tree CPU-seconds, which other load inflates far less."""
+    Also on the batches' process-tree CPU-seconds, which other load inflates far less.
+
+    Fitted only when the batches' sizes spread by ``FIT_MIN_SPREAD``: passes of 999,021 and
+    1,000,000 records (the 1M and 10M runs of a scenario) give a line through noise."""
     out = {}
     groups: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for r in results:
@@ -1157,7 +1164,8 @@ def fixed_overhead(results: list[dict[str, Any]]) -> dict[str, Any]:
                 continue
             entry[f"{metric}_batches"] = len(points)
             entry[f"{metric}_median_seconds"] = round(statistics.median(y for _, y in points), 3)
-            if len({x for x, _ in points}) < 2:
+            sizes = [x for x, _ in points]
+            if max(sizes) < FIT_MIN_SPREAD * min(sizes):
                 continue
             n = len(points)
             mx = sum(x for x, _ in points) / n

@@ -39,3 +39,21 @@ def test_the_scenarios_run_at_the_sizes_asked_for_in_any_order():
         ("tumbling", 10_000), ("tumbling", 100_000), ("tumbling", 1_000_000),
         ("session", 100_000), ("session", 1_000_000),
     }
+
+
+def test_the_fixed_cost_is_fitted_only_over_batches_of_spread_sizes():
+    from spark_jobs.bench import fixed_overhead
+
+    def run(scenario: str, *passes: tuple[int, float]) -> dict:
+        return {"kind": "replay", "scenario": scenario,
+                "per_batch": [{"records": n, "seconds": s, "cpu_seconds": s} for n, s in passes]}
+
+    # One pass of a 1M archive's 999,021 records and ten of 1,000,000 from a 10M run: no line.
+    same_size = run("session", (999_021, 16.8), *[(1_000_000, 8.7)] * 10)
+    # One-batch passes of 2,000 records and one pass of 1M: 0.5 s + 2 us a record.
+    spread = run("tumbling", *[(2_000, 0.504)] * 10, (1_000_000, 2.5))
+    fits = fixed_overhead([same_size, spread])
+    assert "wall_fixed_seconds" not in fits["session"]
+    assert fits["session"]["wall_median_seconds"] == 8.7
+    assert fits["tumbling"]["wall_fixed_seconds"] == 0.5
+    assert fits["tumbling"]["wall_microseconds_per_record"] == 2.0
