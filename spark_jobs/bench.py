@@ -1300,6 +1300,26 @@ def _events_at(results: list[dict[str, Any]], batch_size: int) -> int:
     return next(r["events"] for r in results if r.get("batch_size") == batch_size)
 
 
+def pass_kinds(results: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The passes plot (d) compares, labelled: the flat test's one-batch passes, then each
+    scenario's passes over the largest archive (finalize passes, which hold no records, left out)."""
+    def passes_of(r: dict[str, Any]) -> list[dict[str, Any]]:
+        return [b for b in r["per_batch"] if b["records"] and b.get("steps")]
+
+    replays = [r for r in results if r["kind"] == "replay" and passes_of(r)]
+    chosen = [(f"flat test\n{r['batch_size']:,} a pass", passes_of(r))
+              for r in replays if r.get("label") == "flat" and not _default_passes(r)]
+    plain = [r for r in replays if r.get("label") != "flat"]
+    if plain:
+        events = max(r["events"] for r in plain)
+        largest = sorted((r for r in plain if r["events"] == events),
+                         key=lambda r: (r["scenario"], r["batch_size"]))
+        for r in largest:
+            records = passes_of(r)[0]["records"]
+            chosen.append((f"{r['scenario']}, {events:,}\n{records:,} a pass", passes_of(r)))
+    return chosen
+
+
 def plot(report: dict[str, Any], paths: list[Path]) -> None:
     import matplotlib
 
@@ -1380,31 +1400,27 @@ def plot(report: dict[str, Any], paths: list[Path]) -> None:
     ax.set_yscale("log")
     ax.set_title("per-batch time vs state size")
     ax.legend()
-    # (d) where a replay batch's time goes, per batch size
+    # (d) where a pass's time goes: the flat test's one-batch passes, and the largest archive's
+    # passes per scenario. Side by side, not stacked: a pass's writes and commit overlap the next
+    # pass's steps.
     ax = axes[1][1]
-    replays = [r for r in tumbling if r["kind"] == "replay"] if tumbling else []
-    if replays:
-        events = max(r["events"] for r in replays)
-        replays = sorted((r for r in replays if r["events"] == events), key=lambda r: r["batch_size"])
-        names = ["timeline_read", "timelines", "records_read", "operator", "writes", "commit", "other"]
-        bottoms = [0.0] * len(replays)
-        for name in names:
-            values = []
-            for r in replays:
-                batches = [b for b in r["per_batch"] if b["records"]] or r["per_batch"]
-                if name == "other":
-                    v = statistics.mean(b["seconds"] - sum(b["steps"].values()) for b in batches)
-                else:
-                    v = statistics.mean(b["steps"].get(name, 0.0) for b in batches)
-                values.append(v)
-            ax.bar(range(len(replays)), values, bottom=bottoms, label=name)
-            bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
-        ax.set_xticks(range(len(replays)))
-        ax.set_xticklabels([f"{r['batch_size']:,}" for r in replays])
-        ax.set_xlabel("records per batch")
-        ax.set_ylabel("mean seconds per batch (finalize batch excluded)")
-        ax.set_title("replay batch: time per step (tumbling)")
-        ax.legend(fontsize=8)
+    passes = pass_kinds(results)
+    if passes:
+        names = ["timeline_read", "timelines", "records_read", "operator", "writes", "commit"]
+        width = 0.8 / len(names)
+        for n, name in enumerate(names):
+            ax.bar([i - 0.4 + (n + 0.5) * width for i in range(len(passes))],
+                   [statistics.mean(b["steps"].get(name, 0.0) for b in batches) for _, batches in passes],
+                   width, label=name)
+        for i, (_, batches) in enumerate(passes):
+            ax.hlines(statistics.mean(b["seconds"] for b in batches), i - 0.45, i + 0.45, color="black",
+                      label="the pass (mean)" if i == 0 else None)
+        ax.set_xticks(range(len(passes)))
+        ax.set_xticklabels([label for label, _ in passes], fontsize=8)
+        ax.set_ylabel("mean seconds per pass (log; finalize excluded)")
+        ax.set_yscale("log")
+        ax.set_title("replay pass: time per step (writes and commit overlap the next pass)")
+        ax.legend(fontsize=7)
     fig.suptitle(f"flink-replay benchmarks ({report['run']}, {report['machine']})", fontsize=10)
     fig.tight_layout()
     for path in paths:

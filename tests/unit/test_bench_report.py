@@ -57,3 +57,29 @@ def test_the_fixed_cost_is_fitted_only_over_batches_of_spread_sizes():
     assert fits["session"]["wall_median_seconds"] == 8.7
     assert fits["tumbling"]["wall_fixed_seconds"] == 0.5
     assert fits["tumbling"]["wall_microseconds_per_record"] == 2.0
+
+
+def test_the_plot_compares_one_batch_passes_with_each_scenarios_largest_passes():
+    from spark_jobs.bench import pass_kinds
+
+    def replay(scenario: str, events: int, batch_size: int, records: int, **extra) -> dict:
+        per_batch = [{"records": records, "seconds": 1.0, "steps": {"operator": 0.5}},
+                     {"records": 0, "seconds": 3.0, "steps": {"writes": 2.0}}]  # the finalize pass
+        return {"kind": "replay", "scenario": scenario, "events": events, "batch_size": batch_size,
+                "per_batch": per_batch, **extra}
+
+    results = [
+        replay("tumbling", 600_000, 2_000, 2_000, label="flat", pass_max_records=2_000),
+        replay("tumbling", 600_000, 2_000, 600_000, label="flat", pass_max_records=1_000_000),
+        replay("tumbling", 1_000_000, 100_000, 999_021),
+        replay("session", 10_000_000, 1_000_000, 1_000_000),
+        replay("tumbling", 10_000_000, 1_000_000, 1_000_000),
+        {"kind": "sss", "scenario": "tumbling", "events": 10_000_000, "per_batch": []},
+    ]
+    kinds = pass_kinds(results)
+    assert [label for label, _ in kinds] == [
+        "flat test\n2,000 a pass",
+        "session, 10,000,000\n1,000,000 a pass",
+        "tumbling, 10,000,000\n1,000,000 a pass",
+    ]
+    assert all(len(passes) == 1 and passes[0]["records"] for _, passes in kinds)
