@@ -124,11 +124,9 @@ class Timeline:
         (``bisect_left(adv_seq, seq)``) and of clock advances up to each
         (``bisect_right(clk_seq, seq)``), which give :meth:`watermark_before`, :meth:`clock_at`
         and :meth:`event_timer_point`'s lower bound without a search per record."""
-        if self._clock_array is None or len(self._clock_array) != len(self.clk_seq):
-            self._clock_array = np.asarray(self.clk_seq, dtype=np.int64)
         seqs = np.asarray(seqs, dtype=np.int64)
         advances = np.searchsorted(self._advances()[0], seqs, side="left")
-        clocks = np.searchsorted(self._clock_array, seqs, side="right")
+        clocks = np.searchsorted(self._clocks(), seqs, side="right")
         return advances.tolist(), clocks.tolist()
 
     def event_timer_point(self, time: int, after_seq: int, advances_before: int | None = None) -> int | None:
@@ -144,6 +142,11 @@ class Timeline:
             self._advance_arrays = (np.asarray(self.adv_seq, dtype=np.int64),
                                     np.asarray(self.adv_wm, dtype=np.int64))
         return self._advance_arrays
+
+    def _clocks(self) -> np.ndarray:
+        if self._clock_array is None or len(self._clock_array) != len(self.clk_seq):
+            self._clock_array = np.asarray(self.clk_seq, dtype=np.int64)
+        return self._clock_array
 
     def processing_timer_point(self, time: int, after_seq: int, inclusive: bool) -> int | None:
         """Index of the first clock advance after record ``after_seq`` (at it, if ``inclusive``)
