@@ -682,10 +682,10 @@ class _Replay:
         # staging, with the pass's records when they are read ahead (one read for both).
         arrow = self.ingested_timeline(seq_start, seq_end) if staged is not None else None
         timeline = ["_seq", *timeline_columns(config)]
+        on_driver = self.runs_on_driver(seq_end - seq_start)
         staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
         ahead_read = 0.0  # seconds reading them (a records_read step)
-        if (staged is not None and self.runs_on_driver(seq_end - seq_start)
-                and seq_end - seq_start < READ_AHEAD_RECORDS):
+        if staged is not None and on_driver and seq_end - seq_start < READ_AHEAD_RECORDS:
             late = self.late_source_columns() if config.late_output == "side_output" else []
             wanted = [*record_columns, *late, *(timeline if arrow is None else [])]
             mark = time.time()
@@ -724,7 +724,7 @@ class _Replay:
         # it reads, and it all comes to the driver, which writes each table from there. A pass
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
-        if self.runs_on_driver(seq_end - seq_start):
+        if on_driver:
             rows = records.toArrow() if staged_rows is None else staged_rows.select(record_columns)
             steps["records_read"], mark = ahead_read + time.time() - mark, time.time()
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
