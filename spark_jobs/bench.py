@@ -1315,8 +1315,8 @@ def pass_kinds(results: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, 
         largest = sorted((r for r in plain if r["events"] == events),
                          key=lambda r: (r["scenario"], r["batch_size"]))
         for r in largest:
-            records = passes_of(r)[0]["records"]
-            chosen.append((f"{r['scenario']}, {events:,}\n{records:,} a pass", passes_of(r)))
+            passes = passes_of(r)
+            chosen.append((f"{r['scenario']}, {events:,}\n{passes[0]['records']:,} a pass", passes))
     return chosen
 
 
