@@ -9,8 +9,9 @@ closure Spark ships to every task (it carries the batch's watermark timeline).
 
     .venv/bin/python bench/profile_operator.py --events 1000000 --batch-size 100000 --scenario tumbling
 
-``--per-record`` measures the per-record operator where the vectorised kernel would otherwise run
-(``spark_jobs.window_kernel``), for comparing the two on the same batches.
+``--per-record`` measures the per-record operator where a kernel would otherwise run
+(``spark_jobs.window_kernel`` for fixed windows, ``spark_jobs.session_kernel`` for sessions), for
+comparing them on the same batches.
 
 The archive is the one ``python -m spark_jobs.bench`` generated (``bench/results/archives``).
 """
@@ -143,12 +144,13 @@ def main() -> int:
     parser.add_argument("--scenario", default="tumbling")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--per-record", action="store_true",
-                        help="run the per-record operator even where the vectorised kernel applies")
+                        help="run the per-record operator even where a kernel applies")
     args = parser.parse_args()
     if args.per_record:
-        from spark_jobs import window_kernel
+        from spark_jobs import session_kernel, window_kernel
 
         window_kernel.supports = lambda spec: False
+        session_kernel.supports = lambda spec: False
     archive = prepare_archive(RESULTS, args.events, SEED, "jsonl")
     data = yaml.safe_load((PIPELINES / f"{args.scenario}.yaml").read_text())
     data["source"]["path"] = archive["path"]

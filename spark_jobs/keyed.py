@@ -100,10 +100,11 @@ def process_key_columns(
     carries (Arrow arrays or plain sequences; None: no column, all null); ``seqs`` and
     ``timestamps`` as Arrow, numpy or sequences of ints.
 
-    The vectorised kernel runs the key when it supports the spec and does not decline the input;
-    otherwise the per-record operator does, from the same state, with the same results.
+    A kernel runs the key when it supports the spec and does not decline the input (the vectorised
+    one for fixed windows, the lean sweep for sessions); otherwise the per-record operator does,
+    from the same state, with the same results.
     """
-    from . import window_kernel
+    from . import session_kernel, window_kernel
 
     state = list(state)
     if window_kernel.supports(spec):
@@ -113,8 +114,12 @@ def process_key_columns(
     n = len(seqs)
     value_lists = [[None] * n if column is None else _python_list(column) for column in columns]
     values = list(zip(*value_lists, strict=True)) if value_lists else [()] * n
-    return process_key(spec, timeline, state, _python_list(seqs), _python_list(timestamps), values,
-                       elements, key)
+    seqs, timestamps = _python_list(seqs), _python_list(timestamps)
+    if session_kernel.supports(spec):
+        out = session_kernel.process_key(spec, timeline, state, seqs, timestamps, values, key)
+        if out is not None:
+            return out
+    return process_key(spec, timeline, state, seqs, timestamps, values, elements, key)
 
 
 def _python_list(column: Any) -> list[Any]:
