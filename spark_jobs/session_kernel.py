@@ -32,6 +32,7 @@ import heapq
 import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
+from heapq import heappop
 from typing import Any
 
 from .durations import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -231,15 +232,19 @@ class _Run:
         advances, clocks = timeline.record_points(seqs)
         adv_wm, clk_val = self.adv_wm, timeline.clk_val
         start_watermark, start_clock = timeline.start_watermark, timeline.start_clock
-        heap, windows, opened, trigger, pane, ctx = (self.heap, self.windows, self.opened, self.trigger,
-                                                     self.pane, self.ctx)
+        heap, timers, windows, opened = self.heap, self.timers, self.windows, self.opened
+        trigger, pane, ctx = self.trigger, self.pane, self.ctx
         gap, lateness, late = self.gap, self.lateness, self.late
         # The operator's process_element for a session window [t, t + gap), inlined: this loop is
         # the kernel's whole per-record cost.
         for seq, timestamp, record_values, advance, clock in zip(seqs, timestamps, values, advances, clocks,
                                                                  strict=True):
-            if heap and heap[0][0] < seq:
-                self._fire_timers(seq)
+            while heap and heap[0][0] < seq:
+                time, window, point = heap[0][1:]
+                if timers.get((time, window), -1) == point:
+                    self._fire_timers(seq)
+                    break
+                heappop(heap)  # a timer deleted or registered again since: most due entries
             self.seq, self.phase, self.lowest_advance = seq, STEP_ELEMENT, advance
             watermark = self.watermark = adv_wm[advance - 1] if advance else start_watermark
             self._clock = clk_val[clock - 1] if clock else start_clock
