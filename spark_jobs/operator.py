@@ -240,7 +240,7 @@ class KeyedWindowOperator(TimelineDriver):
         self.panes: list[Pane] = []
         self.late: list[LateRecord] = []
         self.leaks: list[str] = []
-        self.ctx = _Context(self)
+        self.ctx = WindowContext(self)
         self._cleanup_times: dict[TimeWindow, int] = {}
 
     # ---- Flink's WindowOperator ----------------------------------------------------------------
@@ -443,12 +443,15 @@ def element_timing(now: int, window: TimeWindow) -> str:
     return EARLY if now < window.max_timestamp else LATE
 
 
-class _Context:
-    """The reusable trigger context (Flink's ``triggerContext``), pointed at one window."""
+class WindowContext:
+    """The reusable trigger context (Flink's ``triggerContext``), pointed at one window.
+
+    ``op`` is the window operator, or anything with its clocks (``watermark``, ``clock``), timer
+    registration, timer ``points`` and ``trigger_state`` (the session kernel)."""
 
     __slots__ = ("op", "window", "merged")
 
-    def __init__(self, op: KeyedWindowOperator):
+    def __init__(self, op: Any):
         self.op = op
         self.window: TimeWindow | None = None
         self.merged: Sequence[TimeWindow] = ()

@@ -10,12 +10,12 @@ replay order, but one that does only what a session needs:
 * the open sessions are a list sorted by start (they never intersect: intersecting ones merged),
   so a record finds the sessions its window ``[t, t + gap)`` touches by bisection, instead of the
   operator's ``merge_windows`` over every open window;
-* only event-time timers exist (the context declines a processing-time one), in one heap keyed by
-  the replay position they fire at, looked at only when one is due before the next record;
+* only event-time timers exist (a processing-time one is declined), in one heap keyed by the
+  replay position they fire at, looked at only when one is due before the next record;
 * window ends and cleanup times are plain arithmetic (timestamps near the ends of time, where
   Flink's saturation would matter, are declined);
-* the trigger and the pane are the pipeline's own objects, called through a context exactly as the
-  operator calls them, so their rules stay in one place.
+* the trigger and the pane are the pipeline's own objects, called as the operator calls them and
+  through the operator's own trigger context (``WindowContext``), so their rules stay in one place.
 
 Scope (:func:`supports`): event-time session windows; the built-in event-time triggers
 (``EventTimeTrigger``, ``ContinuousEventTimeTrigger``, ``CountTrigger``, purging or not); any pane
@@ -45,11 +45,11 @@ from .operator import (
     LateRecord,
     OperatorSpec,
     Pane,
+    WindowContext,
     WindowStateRow,
     timer_timing,
 )
 from .triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
-from .triggers.base import StateDescriptor
 from .watermarks import Timeline
 from .windows import SessionWindows, TimeWindow
 
@@ -105,64 +105,13 @@ class _Window:
         self.cleanup_registered = False
 
 
-class _Context:
-    """The trigger context (the operator's ``_Context``), pointed at one window at a time."""
+class _Points:
+    """A time domain's pending timers as the trigger context reaches them (``points``)."""
 
-    __slots__ = ("run", "window", "merged")
+    __slots__ = ("points",)
 
-    def __init__(self, run: _Run):
-        self.run = run
-        self.window: TimeWindow | None = None
-        self.merged: Sequence[TimeWindow] = ()
-
-    def current_watermark(self) -> int:
-        return self.run.watermark
-
-    def current_processing_time(self) -> int:
-        return self.run.clock()
-
-    def register_event_time_timer(self, time: int) -> None:
-        if (time, self.window) not in self.run.timers:  # most calls: a timer already pending
-            self.run.register_timer(time, self.window)
-
-    def register_processing_time_timer(self, time: int) -> None:
-        raise _Decline
-
-    def delete_event_time_timer(self, time: int) -> None:
-        self.run.timers.pop((time, self.window), None)
-
-    def delete_processing_time_timer(self, time: int) -> None:
-        pass
-
-    def get_state(self, descriptor: StateDescriptor) -> Any:
-        values = self.run.trigger_state.get(self.window)
-        return None if values is None else values.get(descriptor.name)
-
-    def set_state(self, descriptor: StateDescriptor, value: Any) -> None:
-        self.run.trigger_state.setdefault(self.window, {})[descriptor.name] = value
-
-    def clear_state(self, descriptor: StateDescriptor) -> None:
-        states = self.run.trigger_state
-        values = states.get(self.window)
-        if values is not None:
-            values.pop(descriptor.name, None)
-            if not values:
-                del states[self.window]
-
-    def merge_state(self, descriptor: StateDescriptor) -> None:
-        # As the operator: the merged windows' values move into the result.
-        states = self.run.trigger_state
-        merged = self.get_state(descriptor)
-        for window in self.merged:
-            values = states.get(window)
-            if values is None or descriptor.name not in values:
-                continue
-            value = values.pop(descriptor.name)
-            if not values:
-                del states[window]
-            merged = value if merged is None else descriptor.merge(merged, value)
-        if merged is not None:
-            self.set_state(descriptor, merged)
+    def __init__(self, points: dict[tuple[int, TimeWindow], int | None]):
+        self.points = points
 
 
 class _Run:
@@ -184,33 +133,32 @@ class _Run:
         #: (None: beyond this batch); the heap holds (advance's seq, time, window, index).
         self.timers: dict[tuple[int, TimeWindow], int | None] = {}
         self.heap: list[tuple[int, int, TimeWindow, int]] = []
+        self.event_timers, self.processing_timers = _Points(self.timers), _Points({})
         self.panes: list[Pane] = []
         self.late: list[LateRecord] = []
-        self.ctx = _Context(self)
+        self.ctx = WindowContext(self)
         # The moment: replay position, watermark in force, and the first watermark advance a timer
         # registered now can fire at (Timeline.event_timer_point's lower bound).
         self.seq = timeline.seq_start - 1
         self.phase = STEP_EVENT_TIMER
         self.watermark = timeline.start_watermark
         self.lowest_advance = bisect_left(self.adv_seq, self.seq)
-        self._clock: int | None = timeline.start_clock
+        self.clock = timeline.start_clock
 
-    # ---- the moment ----------------------------------------------------------------------------
-    def clock(self) -> int:
-        if self._clock is None:
-            self._clock = self.timeline.clock_at(self.seq)
-        return self._clock
-
-    def register_timer(self, time: int, window: TimeWindow) -> None:
+    # ---- what the trigger context calls --------------------------------------------------------
+    def register_event_time_timer(self, time: int, window: TimeWindow) -> None:
         timers = self.timers
         if (time, window) in timers:
-            return
+            return  # most calls: the timer is pending already
         point = bisect_left(self.adv_wm, time, self.lowest_advance)
         if point < len(self.adv_wm):
             timers[(time, window)] = point
             heapq.heappush(self.heap, (self.adv_seq[point], time, window, point))
         else:
             timers[(time, window)] = None
+
+    def register_processing_time_timer(self, time: int, window: TimeWindow) -> None:
+        raise _Decline
 
     def check_time(self, low: int, high: int) -> None:
         """Decline timestamps near the ends of time, where window ends and cleanup times would
@@ -247,7 +195,7 @@ class _Run:
                 heappop(heap)  # a timer deleted or registered again since: most due entries
             self.seq, self.phase, self.lowest_advance = seq, STEP_ELEMENT, advance
             watermark = self.watermark = adv_wm[advance - 1] if advance else start_watermark
-            self._clock = clk_val[clock - 1] if clock else start_clock
+            self.clock = clk_val[clock - 1] if clock else start_clock
             # Flink's MergingWindowSet.addWindow with SessionWindows.merge_windows's rule (windows
             # merge when they intersect, touching included): find the open sessions the record's
             # window touches (a run of the sorted list, ending at the last one starting by its end).
@@ -284,7 +232,7 @@ class _Run:
             if result.is_purge:
                 state.contents = None
             if not state.cleanup_registered:  # registered once per window: the same call after is a no-op
-                self.register_timer(cleanup, window)
+                self.register_event_time_timer(cleanup, window)
                 state.cleanup_registered = True
         self._fire_timers(None)
         return KeyOutput(self.panes, self.late, self._dump(), [])
@@ -318,7 +266,7 @@ class _Run:
                 continue  # deleted, or registered again: a stale entry
             del timers[(time, window)]
             self.seq, self.phase, self.lowest_advance = seq, STEP_EVENT_TIMER, point
-            self.watermark, self._clock = adv_wm[point], None
+            self.watermark, self.clock = adv_wm[point], self.timeline.clock_at(seq)
             state = self.windows.get(window)
             if state is None:
                 continue  # a timer of a window merged away: nothing to do (as in Flink)
@@ -342,7 +290,7 @@ class _Run:
 
     def _emit(self, window: TimeWindow, state: _Window, timing: str, fire_time: int | None) -> None:
         values, state.contents = self.pane.fire(state.contents, self.key, window, state.pane_count)
-        self.panes.append(Pane(window, state.pane_count, timing, self.watermark, self.clock(), fire_time,
+        self.panes.append(Pane(window, state.pane_count, timing, self.watermark, self.clock, fire_time,
                                values, self.seq, self.phase))
         state.pane_count += 1
 
@@ -365,7 +313,7 @@ class _Run:
             except (ValueError, TypeError) as error:
                 raise _Decline from error
             for time in row.event_timers or ():
-                self.register_timer(int(time), window)
+                self.register_event_time_timer(int(time), window)
         self.opened = sorted(self.windows)
         for window, state in self.windows.items():
             state.cleanup_registered = (window.end - 1 + self.lateness, window) in self.timers
