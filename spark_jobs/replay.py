@@ -992,8 +992,9 @@ class _Replay:
 
     def runs_on_driver(self, records: int) -> bool:
         """Whether a pass of ``records`` runs its keys on the driver (see the setting). The
-        per-record operator (pipelines the vectorised kernel does not cover) costs ten times as
-        much per record: there the executors' cores pay off for passes a tenth of the size."""
+        per-record paths (pipelines the vectorised kernel does not cover, the session kernel
+        included) cost ten times as much per record: there the executors' cores pay off for
+        passes a tenth of the size (measured for sessions: BENCHMARKS.md)."""
         from .window_kernel import supports
 
         limit = self.config.driver_pass_max_records
