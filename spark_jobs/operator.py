@@ -224,8 +224,58 @@ class TimelineDriver:
         return grouped
 
 
-class KeyedWindowOperator(TimelineDriver):
+class WindowStateRows:
+    """A window operator's state as ``WindowStateRow`` rows: ``load_state`` before a batch,
+    ``dump_state`` after it (one format, whichever engine ran the key).
+
+    Its users hold ``windows`` (window -> state with ``contents`` and ``pane_count``, built by
+    ``window_state``), ``trigger_state``, ``pane``, the two ``register_*_timer`` methods and
+    ``timers_by_namespace``."""
+
+    window_state: Any = None  # the class of a window's state, called as (contents, pane_count)
+
+    def load_state(self, rows: Iterable[WindowStateRow]) -> None:
+        for row in rows:
+            window = TimeWindow(*row.window)
+            if row.is_open:
+                contents = None
+                if row.contents is not None:
+                    contents = self.pane.from_json(json.loads(row.contents))
+                self.windows[window] = self.window_state(contents, row.pane_count)
+            if row.trigger_state:
+                self.trigger_state[window] = json.loads(row.trigger_state)
+            for time in row.event_timers or ():
+                self.register_event_time_timer(int(time), window)
+            for time in row.processing_timers or ():
+                self.register_processing_time_timer(int(time), window)
+
+    def dump_state(self) -> list[WindowStateRow]:
+        events, processing = self.timers_by_namespace()
+        windows = set(self.windows) | set(self.trigger_state) | set(events) | set(processing)
+        rows = []
+        for window in sorted(windows):
+            state = self.windows.get(window)
+            trigger_state = self.trigger_state.get(window)
+            rows.append(
+                WindowStateRow(
+                    window,
+                    state is not None,
+                    state.pane_count if state else 0,
+                    None
+                    if state is None or state.contents is None
+                    else json.dumps(self.pane.to_json(state.contents)),
+                    json.dumps(trigger_state, sort_keys=True) if trigger_state else None,
+                    sorted(events.get(window, [])),
+                    sorted(processing.get(window, [])),
+                )
+            )
+        return rows
+
+
+class KeyedWindowOperator(TimelineDriver, WindowStateRows):
     """The window operator for one key. Load its state, ``process`` a batch, dump its state."""
+
+    window_state = _Window
 
     def __init__(self, spec: OperatorSpec, timeline: Timeline, key: tuple[Any, ...] = ()):
         super().__init__(timeline, key)
@@ -393,44 +443,6 @@ class KeyedWindowOperator(TimelineDriver):
                 del timers.points[(time, other)]
         if leftovers:
             self.leaks.append(f"{self.trigger!r} left {', '.join(leftovers)} for window {window}")
-
-    # ---- state (de)serialisation ---------------------------------------------------------------
-    def load_state(self, rows: Iterable[WindowStateRow]) -> None:
-        for row in rows:
-            window = TimeWindow(*row.window)
-            if row.is_open:
-                contents = None
-                if row.contents is not None:
-                    contents = self.pane.from_json(json.loads(row.contents))
-                self.windows[window] = _Window(contents, row.pane_count)
-            if row.trigger_state:
-                self.trigger_state[window] = json.loads(row.trigger_state)
-            for time in row.event_timers or ():
-                self.register_event_time_timer(int(time), window)
-            for time in row.processing_timers or ():
-                self.register_processing_time_timer(int(time), window)
-
-    def dump_state(self) -> list[WindowStateRow]:
-        events, processing = self.timers_by_namespace()
-        windows = set(self.windows) | set(self.trigger_state) | set(events) | set(processing)
-        rows = []
-        for window in sorted(windows):
-            state = self.windows.get(window)
-            trigger_state = self.trigger_state.get(window)
-            rows.append(
-                WindowStateRow(
-                    window,
-                    state is not None,
-                    state.pane_count if state else 0,
-                    None
-                    if state is None or state.contents is None
-                    else json.dumps(self.pane.to_json(state.contents)),
-                    json.dumps(trigger_state, sort_keys=True) if trigger_state else None,
-                    sorted(events.get(window, [])),
-                    sorted(processing.get(window, [])),
-                )
-            )
-        return rows
 
 
 def timer_timing(time: int, window: TimeWindow) -> str:

@@ -29,7 +29,6 @@ never changes results, only the cost.
 from __future__ import annotations
 
 import heapq
-import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from heapq import heappop
@@ -47,6 +46,7 @@ from .operator import (
     Pane,
     WindowContext,
     WindowStateRow,
+    WindowStateRows,
     timer_timing,
 )
 from .triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
@@ -114,8 +114,10 @@ class _Points:
         self.points = points
 
 
-class _Run:
+class _Run(WindowStateRows):
     """One key's batch: restore, sweep the records and due timers, dump."""
+
+    window_state = _Window
 
     def __init__(self, spec: OperatorSpec, timeline: Timeline, key: tuple[Any, ...]):
         self.spec = spec
@@ -235,7 +237,7 @@ class _Run:
                 self.register_event_time_timer(cleanup, window)
                 state.cleanup_registered = True
         self._fire_timers(None)
-        return KeyOutput(self.panes, self.late, self._dump(), [])
+        return KeyOutput(self.panes, self.late, self.dump_state(), [])
 
     def _merge(self, cover: TimeWindow, merged: list[TimeWindow], low: int, high: int) -> None:
         """The operator's ``_merge``: the trigger merges, the merged windows are cleared and their
@@ -296,24 +298,17 @@ class _Run:
 
     # ---- state ---------------------------------------------------------------------------------
     def _restore(self, rows: list[WindowStateRow]) -> None:
-        """The operator's ``load_state``, declining rows it does not know."""
-        for row in rows:
-            window = TimeWindow(*(int(v) for v in row.window))
+        """The operator's ``load_state``, declining rows it does not know (a processing-time
+        timer declines as it registers)."""
+        windows = [TimeWindow(*(int(v) for v in row.window)) for row in rows]
+        if len(set(windows)) != len(windows):
+            raise _Decline  # the operator would keep the last of two rows for a window
+        for window in windows:
             self.check_time(window.start, window.end)
-            if row.processing_timers or window in self.windows or window in self.trigger_state:
-                raise _Decline
-            try:
-                if row.is_open:
-                    contents = None
-                    if row.contents is not None:
-                        contents = self.pane.from_json(json.loads(row.contents))
-                    self.windows[window] = _Window(contents, row.pane_count)
-                if row.trigger_state:
-                    self.trigger_state[window] = json.loads(row.trigger_state)
-            except (ValueError, TypeError) as error:
-                raise _Decline from error
-            for time in row.event_timers or ():
-                self.register_event_time_timer(int(time), window)
+        try:
+            self.load_state(rows)
+        except (ValueError, TypeError) as error:
+            raise _Decline from error
         self.opened = sorted(self.windows)
         for window, state in self.windows.items():
             state.cleanup_registered = (window.end - 1 + self.lateness, window) in self.timers
@@ -321,22 +316,8 @@ class _Run:
             if before.end >= after.start:
                 raise _Decline  # intersecting sessions: the operator would merge them
 
-    def _dump(self) -> list[WindowStateRow]:
+    def timers_by_namespace(self) -> tuple[dict[TimeWindow, list[int]], dict[TimeWindow, list[int]]]:
         events: dict[TimeWindow, list[int]] = {}
         for time, window in self.timers:
             events.setdefault(window, []).append(time)
-        rows = []
-        for window in sorted(set(self.windows) | set(self.trigger_state) | set(events)):
-            state = self.windows.get(window)
-            trigger_state = self.trigger_state.get(window)
-            rows.append(WindowStateRow(
-                window,
-                state is not None,
-                state.pane_count if state else 0,
-                None if state is None or state.contents is None
-                else json.dumps(self.pane.to_json(state.contents)),
-                json.dumps(trigger_state, sort_keys=True) if trigger_state else None,
-                sorted(events.get(window, [])),
-                [],
-            ))
-        return rows
+        return events, {}
