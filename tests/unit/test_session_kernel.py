@@ -11,18 +11,15 @@ one of them (a kernel that declined would pass the comparison vacuously).
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
-from test_window_kernel import AGGREGATES, SETTINGS, archives, canonical, make_config, split
+from test_window_kernel import AGGREGATES, SETTINGS, archives, make_config, run_both, split
 
 from spark_jobs import session_kernel
-from spark_jobs.keyed import operator_spec, process_key, process_key_columns
+from spark_jobs.keyed import process_key, process_key_columns
 from spark_jobs.operator import WindowStateRow
-from spark_jobs.watermarks import Timeline, WatermarkState, compute_pass_timelines
+from spark_jobs.watermarks import Timeline
 from spark_jobs.windows import TimeWindow
 
 
@@ -49,51 +46,6 @@ def pipelines(draw):
     return config, ingest
 
 
-def run_both(config, passes, pick):
-    """Every pass and key through the kernel and the operator from the same state; returns the
-    concatenated outputs (checked equal along the way)."""
-    spec = operator_spec(config)
-    watermark, state, seq = WatermarkState(), {}, 0
-    all_panes, all_late = [], []
-    for batches in passes:
-        recs = [r for batch, _ in batches for r in batch]
-        timelines, states = compute_pass_timelines(
-            config.watermark, watermark, seq,
-            np.array([r.event_time for r in recs], dtype=np.int64),
-            np.array([r.ingest_time for r in recs], dtype=np.int64) if config.source.ingest_time else None,
-            np.array([r.partition for r in recs], dtype=object),
-            [(len(batch), finalize) for batch, finalize in batches],
-        )
-        watermark = states[-1]
-        timeline = Timeline.concat(timelines)
-        by_key = defaultdict(list)
-        for i, record in enumerate(recs):
-            by_key[record.key].append(i)
-        for key in sorted(set(by_key) | set(state)):
-            rows = by_key.get(key, [])
-            seqs = [seq + i for i in rows]
-            timestamps = [recs[i].event_time for i in rows]
-            values = [recs[i].values for i in rows]
-            before = state.get(key, [])
-            fast = session_kernel.process_key(spec, timeline, before, seqs, timestamps, values, key)
-            slow = process_key(spec, timeline, before, seqs, timestamps, values, None, key)
-            assert slow.leaks == []
-            assert fast is not None, "the kernel declined an ordinary input"
-            assert canonical(fast.panes) == canonical(slow.panes), (key, before, fast.panes, slow.panes)
-            assert repr(fast.late) == repr(slow.late)
-            assert repr(fast.state) == repr(slow.state), (key, before, fast.state, slow.state)
-            assert fast.leaks == []
-            chosen = fast if pick() else slow
-            all_panes.extend((key, pane) for pane in chosen.panes)
-            all_late.extend((key, late) for late in chosen.late)
-            if chosen.state:
-                state[key] = chosen.state
-            else:
-                state.pop(key, None)
-        seq += len(recs)
-    return canonical(all_panes), sorted(all_late), state
-
-
 @SETTINGS
 @given(data=st.data())
 def test_the_session_kernel_equals_the_per_record_operator_pass_by_pass(data):
@@ -101,11 +53,11 @@ def test_the_session_kernel_equals_the_per_record_operator_pass_by_pass(data):
     records = data.draw(archives(config, ingest))
     passes = split(data.draw, records)
     event(config.trigger.to_dict()["type"])
-    first = run_both(config, passes, lambda: True)
+    first = run_both(config, records, passes, lambda: True, kernel=session_kernel.process_key)
     # Alternating engines between passes (the next pass starting from either's state) changes nothing.
     pattern = data.draw(st.lists(st.booleans(), min_size=1, max_size=8))
     turns = iter(pattern * 1000)
-    assert run_both(config, passes, lambda: next(turns)) == first
+    assert run_both(config, records, passes, lambda: next(turns), kernel=session_kernel.process_key) == first
 
 
 # ---- scope and fallback -------------------------------------------------------------------------

@@ -163,10 +163,11 @@ def arrow_column(values, column, chunks):
     return pa.chunked_array(pieces or [pa.array([], arrow_type)], arrow_type)
 
 
-def run_both(config, records, passes, pick, chunks=None):
+def run_both(config, records, passes, pick, chunks=None, kernel=None):
     """Every pass and key through the kernel and the operator from the same state; returns the
     concatenated outputs (checked equal along the way). ``chunks``: hand the kernel chunked Arrow
-    columns (split there) instead of Python lists."""
+    columns (split there) instead of Python lists. ``kernel``: another kernel than this one,
+    called as ``kernel(spec, timeline, state, seqs, timestamps, values, key)``."""
     spec = operator_spec(config)
     watermark, state, seq = WatermarkState(), {}, 0
     all_panes, all_late = [], []
@@ -191,7 +192,9 @@ def run_both(config, records, passes, pick, chunks=None):
             values = [recs[i].values for i in rows]
             columns = [list(column) for column in zip(*values, strict=True)] or [[]] * len(config.aggregates)
             before = state.get(key, [])
-            if chunks is None:
+            if kernel is not None:
+                fast = kernel(spec, timeline, before, seqs, timestamps, values, key)
+            elif chunks is None:
                 fast = window_kernel.process_key(spec, timeline, before, seqs, timestamps, columns, key)
             else:
                 names = [spec_.column for spec_ in config.aggregates]
