@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
-from test_window_kernel import AGGREGATES, SETTINGS, archives, make_config, run_both, split
+from test_window_kernel import SETTINGS, archives, pipelines, run_both, split
 
 from spark_jobs import session_kernel
 from spark_jobs.keyed import process_key, process_key_columns
@@ -24,32 +24,15 @@ from spark_jobs.windows import TimeWindow
 
 
 @st.composite
-def pipelines(draw):
-    window = {"type": "session", "gap": draw(st.integers(1, 90))}
-    trigger_kind = draw(st.sampled_from(["event_time", "event_time", "continuous_event_time", "count"]))
-    trigger = {"type": trigger_kind, "purging": draw(st.booleans())}
-    if trigger_kind == "continuous_event_time":
-        trigger["interval"] = draw(st.integers(1, 60))
-    if trigger_kind == "count":
-        trigger["count"] = draw(st.integers(1, 4))
-    lateness = draw(st.sampled_from([0, 0, 1, 15, 80, 400]))
-    emit = draw(st.sampled_from(["per_record", "per_record", "periodic", "per_batch"]))
-    watermark = {"max_out_of_orderness": draw(st.sampled_from([0, 0, 5, 30])), "emit": emit}
-    if emit == "periodic":
-        watermark["emit"] = f"periodic:{draw(st.integers(1, 40))}ms"
-    if draw(st.booleans()):
-        watermark["idle_timeout"] = draw(st.integers(1, 80))
-    names = draw(st.lists(st.sampled_from(sorted(AGGREGATES)), min_size=1, max_size=6, unique=True))
-    ingest = draw(st.booleans())
-    config = make_config(window, trigger, lateness, watermark, ingest,
-                         {name: AGGREGATES[name] for name in sorted(names)})
-    return config, ingest
+def session_windows(draw):
+    gap = draw(st.integers(1, 90))
+    return {"type": "session", "gap": gap}, gap
 
 
 @SETTINGS
 @given(data=st.data())
 def test_the_session_kernel_equals_the_per_record_operator_pass_by_pass(data):
-    config, ingest = data.draw(pipelines())
+    config, ingest = data.draw(pipelines(session_windows()))
     records = data.draw(archives(config, ingest))
     passes = split(data.draw, records)
     event(config.trigger.to_dict()["type"])

@@ -56,16 +56,22 @@ def make_config(window, trigger, lateness, watermark, ingest, aggregates):
 
 
 @st.composite
-def pipelines(draw):
+def fixed_windows(draw):
+    """A tumbling or sliding window spec, and its size."""
     kind = draw(st.sampled_from(["tumbling", "sliding"]))
     if kind == "tumbling":
         size = draw(st.integers(5, 120))
-        window = {"type": kind, "size": size, "offset": draw(st.integers(0, size - 1))}
-    else:
-        slide = draw(st.integers(5, 60))
-        size = slide * draw(st.integers(1, 4)) + draw(st.sampled_from([0, 0, 3, -2]))
-        window = {"type": kind, "size": max(1, size), "slide": slide,
-                  "offset": draw(st.integers(0, slide - 1))}
+        return {"type": kind, "size": size, "offset": draw(st.integers(0, size - 1))}, size
+    slide = draw(st.integers(5, 60))
+    size = slide * draw(st.integers(1, 4)) + draw(st.sampled_from([0, 0, 3, -2]))
+    window = {"type": kind, "size": max(1, size), "slide": slide, "offset": draw(st.integers(0, slide - 1))}
+    return window, size
+
+
+@st.composite
+def pipelines(draw, windows=None):
+    """A random pipeline over ``windows`` (window spec and size; default tumbling or sliding)."""
+    window, size = draw(windows if windows is not None else fixed_windows())
     trigger_kind = draw(st.sampled_from(["event_time", "continuous_event_time", "continuous_event_time",
                                          "count"]))
     trigger = {"type": trigger_kind, "purging": draw(st.booleans())}
