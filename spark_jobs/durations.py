@@ -40,6 +40,18 @@ def saturating_add(timestamp: int, delta: int) -> int:
     return max(MIN_TIMESTAMP, min(MAX_TIMESTAMP, timestamp + delta))
 
 
+#: How far inside the int64 range the kernels keep times, so that their window arithmetic never
+#: reaches where ``saturating_add`` would clamp.
+KERNEL_MARGIN = 1 << 61
+
+
+def clear_of_saturation(low: int, high: int, reach: int) -> bool:
+    """Whether times from ``low`` to ``high``, plus any span up to ``reach``, stay far from both
+    ends of time (the kernels decline what does not: they do not model saturation)."""
+    margin = KERNEL_MARGIN
+    return reach < margin and low > MIN_TIMESTAMP + margin and high < MAX_TIMESTAMP - margin
+
+
 def format_timestamp(ms: int) -> str:
     """Human-readable UTC form of an epoch-ms timestamp; the infinities spelled out."""
     import datetime as _dt

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from heapq import heappop
 from typing import Any
 
-from .durations import MAX_TIMESTAMP, MIN_TIMESTAMP
+from .durations import MAX_TIMESTAMP, clear_of_saturation
 from .keyed import KeyOutput
 from .operator import (
     EARLY,
@@ -53,8 +53,6 @@ from .triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger
 from .watermarks import Timeline
 from .windows import SessionWindows, TimeWindow
 
-#: Timestamps are kept this far inside the int64 range, so no window arithmetic saturates.
-_MARGIN = 1 << 61
 _EVENT_TIME_TRIGGERS = (EventTimeTrigger, ContinuousEventTimeTrigger, CountTrigger)
 
 
@@ -165,8 +163,7 @@ class _Run(WindowStateRows):
     def check_time(self, low: int, high: int) -> None:
         """Decline timestamps near the ends of time, where window ends and cleanup times would
         saturate (the operator's ``saturating_add``), which the kernel does not model."""
-        if (self.gap + self.lateness >= _MARGIN or low <= MIN_TIMESTAMP + _MARGIN
-                or high >= MAX_TIMESTAMP - _MARGIN):
+        if not clear_of_saturation(low, high, self.gap + self.lateness):
             raise _Decline
 
     # ---- the batch -----------------------------------------------------------------------------

@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .durations import MAX_TIMESTAMP, MIN_TIMESTAMP
+from .durations import MIN_TIMESTAMP, clear_of_saturation
 from .functions import IncrementalPane
 from .keyed import KeyOutput
 from .operator import (
@@ -70,8 +70,6 @@ _VALUE_KINDS = {
     "max": ("int", "float", "str", "null"),
     "count_distinct": ("int", "float", "str", "null"),
 }
-#: Timestamps are kept this far inside the int64 range, so no window arithmetic saturates.
-_MARGIN = 1 << 61
 
 
 class _Decline(Exception):
@@ -378,7 +376,7 @@ class _Run:
         saturate (and the cleanup timer vanish at +infinity), which the kernel does not model."""
         shape = self.shape
         reach = shape.size + shape.slide + shape.lateness + shape.interval
-        if reach >= _MARGIN or low <= MIN_TIMESTAMP + _MARGIN or high >= MAX_TIMESTAMP - _MARGIN:
+        if not clear_of_saturation(low, high, reach):
             raise _Decline
 
     def _restore(self, state: list[WindowStateRow], first_seq: int | None) -> dict[int, _Window]:
