@@ -217,11 +217,15 @@ class TimelineDriver:
 
     def timers_by_namespace(self) -> tuple[dict[Any, list[int]], dict[Any, list[int]]]:
         """Pending event-time and processing-time timers, grouped by namespace (for dumping)."""
-        grouped: tuple[dict[Any, list[int]], dict[Any, list[int]]] = ({}, {})
-        for timers, by_namespace in zip((self.event_timers, self.processing_timers), grouped, strict=True):
-            for time, namespace in timers.points:
-                by_namespace.setdefault(namespace, []).append(time)
-        return grouped
+        return by_namespace(self.event_timers.points), by_namespace(self.processing_timers.points)
+
+
+def by_namespace(points: Iterable[tuple[int, Any]]) -> dict[Any, list[int]]:
+    """Timers keyed ``(time, namespace)`` as ``{namespace: [time, ...]}``."""
+    grouped: dict[Any, list[int]] = {}
+    for time, namespace in points:
+        grouped.setdefault(namespace, []).append(time)
+    return grouped
 
 
 class WindowStateRows:

@@ -47,6 +47,7 @@ from .operator import (
     WindowContext,
     WindowStateRow,
     WindowStateRows,
+    by_namespace,
     timer_timing,
 )
 from .triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
@@ -314,7 +315,4 @@ class _Run(WindowStateRows):
                 raise _Decline  # intersecting sessions: the operator would merge them
 
     def timers_by_namespace(self) -> tuple[dict[TimeWindow, list[int]], dict[TimeWindow, list[int]]]:
-        events: dict[TimeWindow, list[int]] = {}
-        for time, window in self.timers:
-            events.setdefault(window, []).append(time)
-        return events, {}
+        return by_namespace(self.timers), {}
