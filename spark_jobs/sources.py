@@ -713,25 +713,45 @@ def _validate(
     def time_ms(name: str) -> Column:
         return parsed_ms[name] if name in parsed_ms else _time_ms(texts[name])
 
+    # The typing (regular expressions, casts) is projected once, and the checks and the output
+    # read its columns: inlined into one expression, Spark would run it in the filter that keeps
+    # the accepted records and again in the projection after it, several times a field (10M
+    # records: 7.4 -> 6.0 s a read, warm).
+    typing = {"_event_time": time_ms(source.event_time)}
+    if source.ingest_time:
+        typing["_ingest_time"] = time_ms(source.ingest_time)
+    if source.offset:
+        typing["_offset"] = F.trim(texts[source.offset]).try_cast("bigint")
+    value_names = {c: f"_typed{i}" for i, c in enumerate(config.value_columns())}
+    for column, name in value_names.items():
+        typing[name] = _typed_value(texts[column], config.column_type(column))
+    text_names = {field: f"_text{i}" for i, field in enumerate(texts)}
+    lines = lines.select(
+        "_file", "_file_index", "_line", "_raw", "_pre_reason", "_pre_detail",
+        *[texts[field].alias(name) for field, name in text_names.items()],
+        *[column.alias(name) for name, column in typing.items()],
+    )
+    texts = {field: F.col(name) for field, name in text_names.items()}
+
     def shown(name: str) -> Column:
         return F.concat(F.lit(f"{name}='"), F.substring(texts[name], 1, _DETAIL_VALUE_CHARS), F.lit("'"))
 
     missing = [F.when(texts[n].isNull(), F.lit(n)) for n in required]
     any_missing = reduce(Column.__or__, [texts[n].isNull() for n in required])
-    event_ms = time_ms(source.event_time)
+    event_ms = F.col("_event_time")
     typed: dict[str, Column] = {}
     type_errors = []
     if source.ingest_time:
-        typed["_ingest_time"] = time_ms(source.ingest_time)
+        typed["_ingest_time"] = F.col("_ingest_time")
         type_errors.append(F.when(typed["_ingest_time"].isNull(), F.concat(
             shown(source.ingest_time), F.lit(" is not epoch ms or ISO-8601 with a zone"))))
     if source.offset:
-        typed["_offset"] = F.trim(texts[source.offset]).try_cast("bigint")
+        typed["_offset"] = F.col("_offset")
         type_errors.append(F.when(typed["_offset"].isNull(), F.concat(
             shown(source.offset), F.lit(" is not a long"))))
     for column in config.value_columns():
         kind = config.column_type(column)
-        value = _typed_value(texts[column], kind)
+        value = F.col(value_names[column])
         typed[column] = value
         # Absent or null values are fine (aggregates skip nulls); present and wrong is not.
         type_errors.append(F.when(texts[column].isNotNull() & value.isNull(), F.concat(

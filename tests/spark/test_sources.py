@@ -250,6 +250,18 @@ def test_record_schema_and_types(jsonl):
     assert tuple(jsonl["quarantine"].columns) == QUARANTINE_COLUMNS
 
 
+
+def test_each_field_is_typed_once_per_record(jsonl):
+    """The typing (patterns, casts) is one projection that the checks and the output read:
+    inlined, Spark runs it in the accepted records' filter and again in their projection."""
+    plan = jsonl["records"]._jdf.queryExecution().optimizedPlan().toString()
+    reads = 2  # the plain files and the gzip ones, a union of two reads
+    assert plan.count("Union ") == reads - 1
+    # Two time fields (event and ingest time), each tried as epoch ms, then as ISO-8601.
+    assert plan.count("RLIKE(") == 4 * reads
+    # One double column (amount): parsed, refused when NaN, refused when infinite.
+    assert plan.count(" as double)") == 3 * reads
+
 @pytest.mark.parametrize("name", ["2024/a.jsonl", "2024/b.jsonl.gz"])
 def test_plain_and_gzip_give_the_same_typed_records(jsonl, archive, name):
     rows = by_file(jsonl["rows"], archive / name)
