@@ -768,14 +768,23 @@ def flink_available() -> bool:
     return bool(shutil.which("mvn") and shutil.which("java"))
 
 
+def flink_build_stale(jar: Path, listing: Path, sources: list[Path]) -> bool:
+    """Whether the Flink job needs building: its jar or classpath listing is missing or older than
+    its sources, or the listing names a jar that is gone (a moved or cleaned Maven cache)."""
+    if not (jar.exists() and listing.exists()):
+        return True
+    if min(jar.stat().st_mtime, listing.stat().st_mtime) < max(p.stat().st_mtime for p in sources):
+        return True
+    return not all(Path(entry).exists() for entry in listing.read_text().strip().split(os.pathsep) if entry)
+
+
 def flink_classpath() -> str:
     """The Flink job's classpath: its jar and its dependencies, built and resolved (from Maven
     Central into ``.cache/m2``) when the job's sources are newer than the last build."""
     target = FLINK_PROJECT / "target"
     jar, listing = target / "flink-reference-1.jar", target / "classpath.txt"
     sources = [FLINK_PROJECT / "pom.xml", *(FLINK_PROJECT / "src").rglob("*.java")]
-    built = min((p.stat().st_mtime for p in (jar, listing) if p.exists()), default=0.0)
-    if len([p for p in (jar, listing) if p.exists()]) < 2 or built < max(p.stat().st_mtime for p in sources):
+    if flink_build_stale(jar, listing, sources):
         print("[bench] building the Flink reference job (Maven; the first build downloads Flink)", flush=True)
         build = subprocess.run(
             ["mvn", "-q", "-B", f"-Dmaven.repo.local={MAVEN_REPOSITORY}", "package",

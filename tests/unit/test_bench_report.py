@@ -83,3 +83,27 @@ def test_the_plot_compares_one_batch_passes_with_each_scenarios_largest_passes()
         "tumbling, 10,000,000\n1,000,000 a pass",
     ]
     assert all(len(passes) == 1 and passes[0]["records"] for _, passes in kinds)
+
+
+def test_the_flink_job_is_rebuilt_when_its_classpath_names_a_missing_jar(tmp_path):
+    import os
+    import time
+
+    from spark_jobs.bench import flink_build_stale
+
+    source = tmp_path / "Job.java"
+    source.write_text("class Job {}")
+    jar, listing, dependency = tmp_path / "job.jar", tmp_path / "classpath.txt", tmp_path / "dep.jar"
+    assert flink_build_stale(jar, listing, [source])  # never built
+    later = time.time() + 10
+    for built in (jar, dependency):
+        built.write_bytes(b"jar")
+    listing.write_text(os.pathsep.join([str(dependency), str(dependency)]) + "\n")
+    for built in (jar, listing):
+        os.utime(built, (later, later))
+    assert not flink_build_stale(jar, listing, [source])
+    os.utime(source, (later + 10, later + 10))  # a source newer than the build
+    assert flink_build_stale(jar, listing, [source])
+    os.utime(source, (later - 20, later - 20))
+    dependency.unlink()  # the Maven cache moved or was cleaned
+    assert flink_build_stale(jar, listing, [source])
