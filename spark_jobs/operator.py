@@ -228,6 +228,15 @@ def by_namespace(points: Iterable[tuple[int, Any]]) -> dict[Any, list[int]]:
     return grouped
 
 
+def restore_timers(owner: Any, row: WindowStateRow, namespace: Any) -> None:
+    """Register a state row's pending timers with ``owner`` under ``namespace``: the inverse of
+    dumping them through ``by_namespace``."""
+    for time in row.event_timers or ():
+        owner.register_event_time_timer(int(time), namespace)
+    for time in row.processing_timers or ():
+        owner.register_processing_time_timer(int(time), namespace)
+
+
 class WindowStateRows:
     """A window operator's state as ``WindowStateRow`` rows: ``load_state`` before a batch,
     ``dump_state`` after it (one format, whichever engine ran the key).
@@ -248,10 +257,7 @@ class WindowStateRows:
                 self.windows[window] = self.window_state(contents, row.pane_count)
             if row.trigger_state:
                 self.trigger_state[window] = json.loads(row.trigger_state)
-            for time in row.event_timers or ():
-                self.register_event_time_timer(int(time), window)
-            for time in row.processing_timers or ():
-                self.register_processing_time_timer(int(time), window)
+            restore_timers(self, row, window)
 
     def dump_state(self) -> list[WindowStateRow]:
         events, processing = self.timers_by_namespace()

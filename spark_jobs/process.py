@@ -29,6 +29,7 @@ from .operator import (
     Pane,
     TimelineDriver,
     WindowStateRow,
+    restore_timers,
 )
 from .watermarks import Timeline
 from .windows.base import GLOBAL_WINDOW, TimeWindow
@@ -162,10 +163,7 @@ class KeyedProcessOperator(TimelineDriver):
         for row in rows:
             self.state = json.loads(row.contents) if row.contents else {}
             self.emitted = row.pane_count
-            for time in row.event_timers or ():
-                self.register_event_time_timer(int(time), KEY_NAMESPACE)
-            for time in row.processing_timers or ():
-                self.register_processing_time_timer(int(time), KEY_NAMESPACE)
+            restore_timers(self, row, KEY_NAMESPACE)
 
     def dump_state(self) -> list[WindowStateRow]:
         events, processing = self.timers_by_namespace()
