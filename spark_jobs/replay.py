@@ -321,7 +321,8 @@ class _Replay:
         #: Staged records read ahead for small passes, and where this run's pending records end.
         self.read_ahead: ReadAhead | None = None
         self.pending_end = 0
-        #: ``(first seq, first batch, timeline columns in replay order)`` of what this run ingested.
+        #: ``(first seq, first batch, timeline and kept record columns in replay order)`` of what
+        #: this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
 
     def run(self, finalize: bool, until_ms: int | None = None) -> RunSummary:
@@ -419,9 +420,12 @@ class _Replay:
 
         The archive is read twice rather than cached (a cache costs more to fill than a second
         read): once for the narrow sort keys and each line's outcome, collected on the driver,
-        which numbers the records; once more for the full records, staged with their numbers.
+        which numbers the records (with the columns the passes' operator reads, when those passes
+        run on the driver: ``kept_record_columns``); once more for the full records, staged with
+        their numbers.
         Quarantined lines, known by then, are read a third time on their own.
         """
+        import pyarrow as pa
         from pyspark.sql import functions as F
 
         from .ordering import driver_key_columns, number_records
@@ -470,9 +474,11 @@ class _Replay:
         on_driver = bound <= limit
         counted = None if on_driver else dict(records.groupBy("_file_index").count().collect())
         # One read: every accepted record's sort keys (driver numbering), and where the
-        # quarantined lines are.
+        # quarantined lines are; the operator's columns too when this run's passes take their
+        # records from here.
+        kept = self.kept_record_columns(bound) if on_driver else []
         if on_driver:
-            wanted = driver_key_columns(self.config)
+            wanted = list(dict.fromkeys([*driver_key_columns(self.config), *kept]))
         else:
             wanted = ["_file_index", "_line"]
         probe = union([
@@ -482,6 +488,10 @@ class _Replay:
         if not on_driver:
             probe = probe.where(~F.col("_ok"))
         outcomes = probe.toArrow()
+        for name in kept:  # (encoded before the rows are filtered and reordered: cheaper to copy)
+            index = outcomes.schema.get_field_index(name)
+            if pa.types.is_string(outcomes.schema.types[index]):
+                outcomes = outcomes.set_column(index, name, outcomes.column(index).dictionary_encode())
         ok = outcomes.column("_ok").to_numpy(zero_copy_only=False)
         keys = outcomes.filter(ok).drop_columns(["_ok"]) if on_driver else None
         bad = outcomes.filter(~ok).select(["_file_index", "_line"])
@@ -499,10 +509,13 @@ class _Replay:
         clock.step("parsed")
         numbered = number_records(self.spark, self.config, records, seq_base, keys)
         if numbered.replay_order is not None:
-            # This run's passes take their watermark timelines from here rather than from staging.
-            columns = keys.select(timeline_columns(self.config)).take(numbered.replay_order)
-            partition = columns.column("_partition").dictionary_encode()
-            self.ingested = (seq_base, batch_base, columns.set_column(2, "_partition", partition))
+            # This run's passes take their watermark timelines (and kept records) from here rather
+            # than from staging.
+            columns = keys.select(list(dict.fromkeys([*timeline_columns(self.config), *kept])))
+            for index, column in enumerate(columns.columns):
+                if pa.types.is_string(column.type):  # partitions, keys: few values, many rows
+                    columns = columns.set_column(index, columns.field(index).name, column.dictionary_encode())
+            self.ingested = (seq_base, batch_base, columns.take(numbered.replay_order))
         del keys
         clock.step("numbered")
         # The quarantined lines, known by now, are read again on their own, beside the staging
@@ -674,10 +687,7 @@ class _Replay:
         ids = [batch.batch_id for batch in batches]
         staged = self.staged_range(seq_start, seq_end) if seq_end > seq_start else None
         inputs = config.input_watermarks()
-        value_columns = ["_input"] if inputs is not None else config.value_columns()
-        record_columns = [*keys, "_seq", "_event_time", *value_columns]
-        if self.spec.needs_element:
-            record_columns.append("_raw")
+        record_columns = self.record_columns()
         # The timeline's columns: from what this run ingested when it covers the pass, else from
         # staging, with the pass's records when they are read ahead (one read for both).
         arrow = self.ingested_timeline(seq_start, seq_end) if staged is not None else None
@@ -725,7 +735,12 @@ class _Replay:
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
         if on_driver:
-            rows = records.toArrow() if staged_rows is None else staged_rows.select(record_columns)
+            if staged_rows is not None:
+                rows = staged_rows.select(record_columns)
+            else:
+                rows = self.ingested_records(arrow, seq_start, seq_end)
+                if rows is None:
+                    rows = records.toArrow()
             steps["records_read"], mark = ahead_read + time.time() - mark, time.time()
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
         else:
@@ -973,6 +988,47 @@ class _Replay:
             if base <= seq_start and seq_end <= base + table.num_rows:
                 return table.slice(seq_start - base, seq_end - seq_start)
         return None
+
+    def record_columns(self) -> list[str]:
+        """The staged columns a pass's operator reads."""
+        config = self.config
+        value_columns = ["_input"] if config.input_watermarks() is not None else config.value_columns()
+        element = ["_raw"] if self.spec.needs_element else []
+        return [*config.key, "_seq", "_event_time", *value_columns, *element]
+
+    def kept_record_columns(self, records: int) -> list[str]:
+        """The record columns an ingest of up to ``records`` keeps on the driver, beside the
+        timeline's, for this run's passes: none unless those passes run their keys on the driver
+        and are too big to read ahead, when each would otherwise read its records from
+        ``staging`` (1-2 s a pass of 1M records) while the ingest's first read collects them for
+        1-2 s at 10M (measured: BENCHMARKS.md)."""
+        config = self.config
+        pass_records = min(records, max(config.pass_max_records, self.batch_size))
+        if pass_records < READ_AHEAD_RECORDS or not self.runs_on_driver(pass_records):
+            return []
+        if config.input_watermarks() is not None or self.spec.needs_element:
+            return []  # two inputs' records; every raw line
+        return [c for c in self.record_columns() if c not in ("_seq", "_event_time")]
+
+    def ingested_records(self, timeline: Any, seq_start: int, seq_end: int) -> Any:
+        """A pass's records (``record_columns``, in ``_seq`` order) from what this run ingested:
+        ``timeline`` is ``ingested_timeline``'s slice for the pass; None when the ingest did not keep
+        them (see ``kept_record_columns``)."""
+        import pyarrow as pa
+
+        columns = self.record_columns()
+        if timeline is None or not set(columns) - {"_seq"} <= set(timeline.column_names):
+            return None
+        arrays = []
+        for name in columns:
+            if name == "_seq":
+                arrays.append(pa.array(np.arange(seq_start, seq_end, dtype=np.int64)))
+                continue
+            column = timeline.column(name)
+            if pa.types.is_dictionary(column.type):  # as staged
+                column = column.cast(column.type.value_type)
+            arrays.append(column)
+        return pa.table(arrays, names=columns)
 
     def staged_range(self, seq_start: int, seq_end: int) -> Any:
         """``staging``'s rows of records ``seq_start`` to ``seq_end`` (exclusive)."""

@@ -173,3 +173,43 @@ def test_each_commit_row_records_what_window_latest_holds(spark, tmp_path):
     # MERGEs start in the passes of batches 2, 5 and 8, and rows record each from the next MERGE's
     # pass on; the last pass (batches 11 and the finalize 12) waits for batch 8's and for its own.
     assert recorded == {-1, 2, 5, 12}
+
+
+def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypatch):
+    """Passes that run on the driver and are too big to read ahead take their records from what
+    the ingest's first read collected beside the sort keys, not from ``staging``: the same rows
+    (columns, types, order, values) as staging holds, and so the same tables."""
+    import spark_jobs.replay as replay_module
+    from spark_jobs.ordering import collect_in_replay_order
+
+    archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
+    with open(archive / "part-001.jsonl", "a") as handle:
+        handle.write('{"event_id": "bad", "user": "u1", "ts": "soon"}\n')  # quarantined, not kept
+    monkeypatch.setattr(replay_module, "READ_AHEAD_RECORDS", 30)
+    taken = []
+    real_ingested_records = replay_module._Replay.ingested_records
+
+    def compared(self, timeline, seq_start, seq_end):
+        rows = real_ingested_records(self, timeline, seq_start, seq_end)
+        if rows is not None:
+            staged = collect_in_replay_order(self.staged_range(seq_start, seq_end), *self.record_columns())
+            assert rows.schema.types == staged.schema.types
+            assert rows.to_pydict() == staged.to_pydict()
+            taken.append((seq_start, seq_end))
+        return rows
+
+    monkeypatch.setattr(replay_module._Replay, "ingested_records", compared)
+    runs = {}
+    for name in ("kept", "staged"):
+        if name == "staged":
+            monkeypatch.setattr(replay_module._Replay, "kept_record_columns", lambda self, records: [])
+        config = write_pipeline(
+            tmp_path / f"{name}.yaml", archive, tmp_path / name,
+            batch={"max_records": 20, "pass_max_records": 60}, late_output="side_output",
+        )
+        done = cli("run", str(config), "--finalize")
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[name] = tables(spark, tmp_path / name)
+    assert taken == [(0, 60), (60, 120)]  # the "kept" run's two passes; the "staged" run's none
+    assert runs["kept"] == runs["staged"]
+    assert len(runs["kept"]["late_events"]) > 0 and len(runs["kept"]["quarantine"]) == 1
