@@ -511,10 +511,10 @@ class _Replay:
         if numbered.replay_order is not None:
             # This run's passes take their watermark timelines (and kept records) from here rather
             # than from staging.
+            # (The kept strings are encoded already; _partition, a sort key, only once numbered.)
             columns = keys.select(list(dict.fromkeys([*timeline_columns(self.config), *kept])))
-            for index, column in enumerate(columns.columns):
-                if pa.types.is_string(column.type):  # partitions, keys: few values, many rows
-                    columns = columns.set_column(index, columns.field(index).name, column.dictionary_encode())
+            index = columns.schema.get_field_index("_partition")
+            columns = columns.set_column(index, "_partition", columns.column(index).dictionary_encode())
             self.ingested = (seq_base, batch_base, columns.take(numbered.replay_order))
         del keys
         clock.step("numbered")
