@@ -97,11 +97,15 @@ class QualityConfig:
     ranges: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
+#: Delta's VACUUM refuses a shorter retention (``retentionDurationCheck``, on in every session).
+MIN_VACUUM_RETENTION_HOURS = 168
+
+
 @dataclass(frozen=True)
 class MaintenanceConfig:
     optimize_every: int = 100  # batches; 0 disables
     vacuum_every: int = 0  # batches; 0 disables
-    vacuum_retention_hours: int = 168
+    vacuum_retention_hours: int = 168  # MIN_VACUUM_RETENTION_HOURS at least
 
 
 @dataclass(frozen=True)
@@ -539,9 +543,16 @@ class _Parser:
 
     def parse_maintenance(self, data: dict[str, Any]) -> MaintenanceConfig:
         values = {}
-        for name in ("optimize_every", "vacuum_every", "vacuum_retention_hours"):
+        for name in ("optimize_every", "vacuum_every"):
             if name in data:
                 values[name] = self.whole_number(data, "maintenance", name, None, minimum=0)
+        if "vacuum_retention_hours" in data:
+            # Delta refuses a shorter VACUUM retention (its retention check), mid-run: say so before
+            # anything is written. Rewinds (recovery, reprocess) need the files it keeps.
+            values["vacuum_retention_hours"] = self.whole_number(
+                data, "maintenance", "vacuum_retention_hours", None, minimum=MIN_VACUUM_RETENTION_HOURS,
+                unit=" of hours (Delta's VACUUM refuses less than a week)",
+            )
         return MaintenanceConfig(**values)
 
     def parse_schedule(self, data: dict[str, Any]) -> ScheduleConfig:

@@ -96,6 +96,7 @@ def test_defaults():
     ("batch.driver_pass_max_records", -1, "batch.driver_pass_max_records"),
     ("batch.driver_pass_max_records", "all", "batch.driver_pass_max_records"),
     ("batch.sort_on_cluster", True, "batch.sort_on_cluster"),
+    ("maintenance.vacuum_retention_hours", 24, "maintenance.vacuum_retention_hours"),
 ])
 def test_errors_name_the_field(path, value, field):
     with pytest.raises(ConfigError) as error:
@@ -111,6 +112,8 @@ def test_messages_say_what_is_wrong():
         parse_config(with_("trigger", {"type": "eventually"}))
     with pytest.raises(ConfigError, match=r"windows: unknown setting \(known: "):
         parse_config(with_("windows", {}))
+    with pytest.raises(ConfigError, match="refuses less than a week"):
+        parse_config(with_("maintenance.vacuum_retention_hours", 0))
     with pytest.raises(ConfigError, match="not a duration: '1x'"):
         parse_config(with_("window.size", "1x"))
 
