@@ -509,7 +509,7 @@ def _profiled_call(directory: str, function: Any, *args: Any) -> Any:
 
 
 def _replay_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any]:
-    from .replay import run_pipeline
+    from .operations import run_pipeline
 
     batch_size = spec["batch_size"]
     config = _scenario_config(spec, out, batch_size)

@@ -162,7 +162,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import load_config
-    from .replay import run_pipeline
+    from .operations import run_pipeline
     from .session import get_spark
 
     config = load_config(args.pipeline)
@@ -189,7 +189,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_reset(args: argparse.Namespace) -> int:
     from .config import load_config
-    from .recovery import reset
+    from .operations import reset
 
     config = load_config(args.pipeline)
     if not args.yes:
@@ -202,7 +202,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
     from .config import load_config
-    from .recovery import reprocess
+    from .operations import reprocess
 
     config = load_config(args.pipeline)
     start, end = parse_instant(args.start, "--from"), parse_instant(args.end, "--to")
@@ -210,11 +210,11 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
         raise ConfigError("--to", "must be after --from")
     if not args.reason.strip():
         raise ConfigError("--reason", "must not be empty")
-    summary = reprocess(config, start, end, args.reason)
-    if summary is None:
-        print(f"reprocess {config.name}: no replayed batch holds records in that range; nothing to do")
-    else:
-        print(format_summary(summary))
+    outcome = reprocess(config, start, end, args.reason)
+    if outcome.summary.batches or outcome.reprocessed:
+        print(format_summary(outcome.summary))
+    if outcome.message:
+        print(f"reprocess {config.name}: {outcome.message}")
     return 0
 
 
@@ -239,7 +239,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from .config import load_config
     from .generator import DEMO_SPEC, generate_archive
-    from .replay import run_pipeline
+    from .operations import run_pipeline
     from .session import get_spark
 
     config = load_config(DEMO_PIPELINE)
@@ -271,21 +271,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def format_summary(summary: Any) -> str:
     from .durations import format_timestamp
 
-    panes = summary.panes
     lines = [
         f"pipeline {summary.pipeline}: {len(summary.batches)} batches in {summary.seconds:.1f}s",
         f"  records    read {summary.records_read}, accepted {summary.records_accepted}, "
         f"quarantined {summary.records_quarantined} (this run's new files)",
         f"  replayed   {summary.records_replayed} records",
-        f"  panes      EARLY {panes.get('EARLY', 0)}, ON_TIME {panes.get('ON_TIME', 0)}, "
-        f"LATE {panes.get('LATE', 0)}",
+        format_firings(summary),
         f"  late       {summary.late} late events",
         f"  watermark  {format_timestamp(summary.watermark)}"
         + (" (finalized)" if summary.finalized else ""),
         f"  tables     {summary.output_path}/"
-        "{window_results,window_latest,late_events,quarantine,operator_state,replay_log}",
+        + ("{" + ",".join(sorted(summary.tables, key=_table_order)) + "}" if summary.tables
+           else " (none written by this run)"),
     ]
     return "\n".join(lines)
+
+
+def _table_order(table: str) -> int:
+    from .state.delta import ALL_TABLES
+
+    return ALL_TABLES.index(table) if table in ALL_TABLES else len(ALL_TABLES)
+
+
+def format_firings(summary: Any) -> str:
+    """What the firings emitted, in the terms of the pipeline's kind."""
+    panes = summary.panes
+    if summary.results_table == "join_results":
+        return f"  pairs      {sum(panes.values())} joined pairs"
+    if summary.results_table == "process_results":
+        causes = ", ".join(f"{cause} {count}" for cause, count in sorted(panes.items()))
+        return f"  results    {sum(panes.values())} rows" + (f" ({causes})" if causes else "")
+    return (
+        f"  panes      EARLY {panes.get('EARLY', 0)}, ON_TIME {panes.get('ON_TIME', 0)}, "
+        f"LATE {panes.get('LATE', 0)}"
+    )
 
 
 COMMANDS = {

@@ -11,7 +11,8 @@ engine lazily and run when a task runs.
   later batches wait for their interval. Committed batches are skipped, so re-running an interval
   is a no-op. ``finalize=True`` ends the input (watermark to +infinity) once every staged batch
   is replayed.
-* **Reprocess** (``replay_reprocess``): validated params, then ``spark_jobs.recovery.reprocess``.
+* **Reprocess** (``replay_reprocess``): validated params, then ``spark_jobs.operations.reprocess``
+  (resumable: a retry after a kill finishes the interrupted reprocess).
 * **Quality** (``replay_quality``): scheduled on the pipelines' assets; calls
   ``spark_jobs.quality.validate_pipeline`` and fails the task when a suite fails.
 * **Spark mode**: ``REPLAY_SPARK_MODE`` (Airflow Variable, else environment) is ``local`` (default:
@@ -288,7 +289,7 @@ def replay_interval(
     re-running an interval adds nothing.
     """
     from .durations import format_timestamp
-    from .replay import run_pipeline
+    from .operations import run_pipeline
     from .session import get_spark
 
     config = load_pipeline(pipeline_path)
@@ -361,23 +362,22 @@ class MissingComponentError(RuntimeError):
 
 
 def reprocess_range(request: ReprocessRequest, spark: Any = None) -> dict[str, Any]:
-    """Rewind and replay ``[from_ms, to_ms)`` of a pipeline with ``spark_jobs.recovery.reprocess``."""
+    """Rewind and replay ``[from_ms, to_ms)`` of a pipeline with ``spark_jobs.operations.reprocess``
+    (a retry of the task finishes a reprocess its killed attempt left unfinished)."""
     from .durations import format_timestamp
     from .session import get_spark
 
-    reprocess = optional_function("spark_jobs.recovery", "reprocess", "replay_reprocess")
+    reprocess = optional_function("spark_jobs.operations", "reprocess", "replay_reprocess")
     config = load_pipeline(request.pipeline_path)
     log.info("reprocess %s [%s, %s): %s", config.name, format_timestamp(request.from_ms),
              format_timestamp(request.to_ms), request.reason)
     session = spark or get_spark(f"replay-{config.name}")
-    summary = reprocess(config, request.from_ms, request.to_ms, request.reason, spark=session,
+    outcome = reprocess(config, request.from_ms, request.to_ms, request.reason, spark=session,
                         progress=log.info)
-    if summary is None:
-        log.info("reprocess %s: no replayed batch holds records in that range; nothing to do",
-                 config.name)
-        return {"pipeline": config.name, "reprocessed": False, "batches": []}
-    result = summary_dict(summary)
-    result["reprocessed"] = True
+    if outcome.message:
+        log.info("reprocess %s: %s", config.name, outcome.message)
+    result = summary_dict(outcome.summary)
+    result["reprocessed"] = outcome.reprocessed
     log.info("reprocess %s: replayed %d batches (ids %s)", config.name, len(result["batches"]),
              [b["batch_id"] for b in result["batches"]])
     return result

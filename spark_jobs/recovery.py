@@ -7,9 +7,8 @@
 * **Recover**: a batch that did not write its ``replay_log`` row never happened: every output
   table is put back with Delta RESTORE to the version the last committed batch recorded (or
   dropped, if that batch predates the table). The batch then simply runs again.
-* **Reprocess**: rewind state and outputs to just before the pass that committed the first batch
-  holding a record of the range, then replay forward from the staged input; the result equals
-  a clean replay.
+* **Rewind** (for a reprocess, ``spark_jobs.operations``): delete the commit log's rows from a
+  pass boundary on; the tables are then ahead of the log and ``recover`` puts them back.
 """
 
 from __future__ import annotations
@@ -21,8 +20,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from .config import PipelineConfig
-from .exceptions import ConcurrentRunError, ReplayError
-from .state.delta import BATCH_TABLES, TABLES, DeltaStore
+from .exceptions import ConcurrentRunError
+from .faults import crash_point
+from .state.delta import ALL_TABLES, BATCH_TABLES, DeltaStore
 
 LOCK_NAME = "_replay.lock"
 
@@ -140,19 +140,39 @@ def committed_log(store: DeltaStore) -> list[dict[str, Any]]:
     return [row.asDict() for row in store.read("replay_log").orderBy("batch_id").collect()]
 
 
-def recover(store: DeltaStore, last: dict[str, Any] | None) -> list[str]:
-    """Roll every batch table back to the last committed batch. Returns what was repaired."""
+def tables_ahead(store: DeltaStore, last: dict[str, Any] | None) -> dict[str, tuple[int, int | None]]:
+    """The batch tables whose version is past what the last committed batch recorded (None: a
+    table that batch predates): ``{table: (current, recorded)}``. What ``recover`` repairs."""
     recorded = (last or {}).get("table_versions") or {}
+    return {
+        table: (current, recorded.get(table))
+        for table, current in store.versions(BATCH_TABLES).items()
+        if recorded.get(table) is None or current > recorded[table]
+    }
+
+
+def recover(store: DeltaStore, last: dict[str, Any] | None) -> list[str]:
+    """Roll every batch table back to the last committed batch. Returns what was repaired.
+
+    Each step is one Delta commit (RESTORE) or one directory deleted, and the log row it works
+    from does not change: killed between two steps, the next run does the rest."""
     repaired = []
-    for table, current in store.versions(BATCH_TABLES).items():
-        version = recorded.get(table)
+    for table, (current, version) in tables_ahead(store, last).items():
         if version is None:
             store.drop(table)
             repaired.append(f"dropped {table} (created by an uncommitted batch)")
-        elif current > version:
+        else:
             store.restore(table, version)
             repaired.append(f"restored {table} from v{current} to v{version}")
+        crash_point(f"recover:{table}")
     return repaired
+
+
+def rewind_log(store: DeltaStore, from_batch: int) -> None:
+    """Uncommit the batches from ``from_batch`` on: their tables are then ahead of the log, as after
+    a crash, and ``recover`` puts them back. (One Delta commit; repeating it is harmless.)"""
+    if store.exists("replay_log"):
+        store.spark.sql(f"DELETE FROM delta.`{store.path('replay_log')}` WHERE batch_id >= {from_batch}")
 
 
 def pass_start(log: list[dict[str, Any]], batch_id: int) -> int:
@@ -166,62 +186,21 @@ def pass_start(log: list[dict[str, Any]], batch_id: int) -> int:
     return batch_id
 
 
-def reset(config: PipelineConfig, spark: Any = None) -> list[str]:
-    """Delete every table of the pipeline: the next run starts from the beginning."""
-    from .session import get_spark
-
-    spark = spark or get_spark(f"replay-{config.name}")
-    store = DeltaStore(spark, config)
+def drop_all(store: DeltaStore) -> list[str]:
+    """Delete every table of the pipeline (a reset). Returns the tables it deleted; killed half-way,
+    a repeat deletes the rest."""
     dropped = []
-    with pipeline_lock(config, spark):
-        for table in (*TABLES, "dq_results", "reprocess_history"):
-            if store.version(table) is not None:
-                store.drop(table)
-                dropped.append(table)
+    for table in ALL_TABLES:
+        if store.version(table) is not None or _leftover(store, table):
+            store.drop(table)
+            dropped.append(table)
+            crash_point(f"reset:{table}")
     return dropped
 
 
-def reprocess(
-    config: PipelineConfig,
-    from_ms: int,
-    to_ms: int,
-    reason: str,
-    spark: Any = None,
-    progress: Any = None,
-) -> Any:
-    """Rewind to before the first batch holding a record with event time in ``[from_ms, to_ms)``,
-    then replay forward. Returns the run's ``RunSummary`` (None when nothing was in range)."""
-    from pyspark.sql import functions as F
-
-    from .replay import run_pipeline
-    from .session import get_spark
-
-    if from_ms >= to_ms:
-        raise ReplayError(f"reprocess range is empty: from {from_ms} must be before to {to_ms}")
-    if not reason or not reason.strip():
-        raise ReplayError("reprocess needs a reason (it is recorded with the rewind)")
-    spark = spark or get_spark(f"replay-{config.name}")
-    store = DeltaStore(spark, config)
-    with pipeline_lock(config, spark):
-        log = committed_log(store)
-        if not log or not store.exists("staging"):
-            return None
-        first = (
-            store.read("staging")
-            .where((F.col("_event_time") >= from_ms) & (F.col("_event_time") < to_ms))
-            .agg(F.min("_batch"))
-            .first()[0]
-        )
-        if first is None or first > log[-1]["batch_id"]:
-            return None  # nothing replayed in that range yet: a normal run will do it
-        first = pass_start(log, first)
-        was_finalized = bool(log[-1]["finalize"])
-        before = [row for row in log if row["batch_id"] < first]
-        recover(store, before[-1] if before else None)
-        store.spark.sql(f"DELETE FROM delta.`{store.path('replay_log')}` WHERE batch_id >= {first}")
-        history = spark.createDataFrame(
-            [(from_ms, to_ms, reason, first, log[-1]["batch_id"])],
-            "from_ms BIGINT, to_ms BIGINT, reason STRING, from_batch BIGINT, to_batch BIGINT",
-        ).withColumn("reprocessed_at", F.current_timestamp())
-        history.write.format("delta").mode("append").save(store.path("reprocess_history"))
-    return run_pipeline(config, spark=spark, finalize=was_finalized, progress=progress)
+def _leftover(store: DeltaStore, table: str) -> bool:
+    """Whether a table's directory is there without a readable log (a delete that was cut short)."""
+    local = store.path(table)
+    if "://" in local and not local.startswith("file:"):
+        return False  # object storage: a prefix without a log lists no version; nothing to find
+    return os.path.exists(local.removeprefix("file:"))

@@ -1,7 +1,9 @@
 """The replay loop: ingest new archive files, then run micro-batches until the archive is done.
 
-A run (``replay run PIPELINE.yaml``) does, under the pipeline's lock:
+A run (``replay run PIPELINE.yaml``; ``spark_jobs.operations.run_pipeline`` holds the pipeline's
+lock around it) does:
 
+0. **recover**: put every table back to the versions the last committed batch recorded;
 1. **ingest**: list the archive, read the files not yet ingested (bad records go to
    ``quarantine``), number the new records in replay order (``_seq``, see ``ordering``), cut
    them into batches and stage them in the ``staging`` table;
@@ -29,8 +31,10 @@ import numpy as np
 
 from .config import PipelineConfig
 from .durations import MIN_TIMESTAMP
+from .faults import crash_point
 from .keyed import operator_spec
 from .ordering import collect_in_replay_order, timeline_columns
+from .recovery import committed_log, recover
 from .spark_batch import (
     STATE_COLUMNS,
     make_cogroup_function,
@@ -211,6 +215,15 @@ class RunSummary:
     finalized: bool = False
     watermark: int = MIN_TIMESTAMP
     seconds: float = 0.0
+    #: What the run's firings went to (``window_results``, ``join_results``, ``process_results``).
+    results_table: str = "window_results"
+    #: The tables the run wrote to, in the order it first did (a dict as an ordered set: the
+    #: pass-writing threads add to it).
+    tables: dict[str, None] = field(default_factory=dict)
+
+    def wrote(self, *tables: str) -> None:
+        for table in tables:
+            self.tables.setdefault(table, None)
 
     @property
     def panes(self) -> dict[str, int]:
@@ -228,26 +241,14 @@ class RunSummary:
     def records_replayed(self) -> int:
         return sum(batch.records for batch in self.batches)
 
-
-def run_pipeline(
-    config: PipelineConfig,
-    spark: Any = None,
-    batch_size: int | None = None,
-    finalize: bool = False,
-    progress: Progress | None = None,
-    until_ms: int | None = None,
-) -> RunSummary:
-    """Replay what has not been replayed yet, then stop. Running again later continues.
-
-    ``until_ms`` replays only the staged batches whose records all have a replay clock below it
-    (an Airflow data interval's end); the rest waits for a later run. ``finalize`` applies only
-    once every staged batch has been replayed.
-    """
-    from .session import get_spark
-
-    spark = spark or get_spark(f"replay-{config.name}")
-    replay = _Replay(spark, config, batch_size or config.batch_max_records, progress or _stderr)
-    return replay.run(finalize, until_ms)
+    def add(self, later: RunSummary) -> None:
+        """Count a later run of the same command in (a finished operation, then the run asked for)."""
+        for name in ("files_ingested", "records_read", "records_accepted", "records_quarantined", "seconds"):
+            setattr(self, name, getattr(self, name) + getattr(later, name))
+        self.batches += later.batches
+        self.passes += later.passes
+        self.wrote(*later.tables)
+        self.finalized, self.watermark = later.finalized, later.watermark
 
 
 def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
@@ -273,19 +274,7 @@ def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) 
         )
 
 
-def crash_point(name: str) -> None:
-    """Fault injection for the kill-and-resume tests: SIGKILL this process at a named point.
-
-    ``REPLAY_CRASH_AT=batch:3:state`` kills the replay right after batch 3's state write; no
-    cleanup runs, exactly as if the machine had died there.
-    """
-    if os.environ.get("REPLAY_CRASH_AT") == name:
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _stderr(message: str) -> None:
+def stderr_progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
@@ -302,7 +291,10 @@ class _StepClock:
         self.mark = now
 
 
-class _Replay:
+class Replay:
+    """One replay of a pipeline's pending batches (``run``), for a caller holding its lock:
+    ``spark_jobs.operations.run_pipeline`` and the operations built on it."""
+
     def __init__(self, spark: Any, config: PipelineConfig, batch_size: int, progress: Progress):
         self.spark = spark
         self.config = config
@@ -325,24 +317,29 @@ class _Replay:
         #: this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
 
-    def run(self, finalize: bool, until_ms: int | None = None) -> RunSummary:
-        from .recovery import pipeline_lock
+    def run(
+        self, finalize: bool, until_ms: int | None = None, through_batch: int | None = None
+    ) -> RunSummary:
+        """Recover, ingest what is new, replay the staged batches not yet committed, then stop.
 
-        with pipeline_lock(self.config, self.spark):
-            try:
-                return self._run(finalize, until_ms)
-            finally:
-                self.writer.shutdown()
-                self.logger.shutdown()
-                if self.latest is not None:
-                    self.latest.shutdown()
-                self.pool.shutdown()
+        ``until_ms`` replays only the staged batches whose records all have a replay clock below it
+        (an Airflow data interval's end); the rest waits for a later run. ``through_batch`` stops
+        after that batch (a reprocess replays what was committed before it, no further).
+        ``finalize`` applies only once every batch to replay has been replayed.
+        """
+        try:
+            return self._run(finalize, until_ms, through_batch)
+        finally:
+            self.writer.shutdown()
+            self.logger.shutdown()
+            if self.latest is not None:
+                self.latest.shutdown()
+            self.pool.shutdown()
 
-    def _run(self, finalize: bool, until_ms: int | None) -> RunSummary:
-        from .recovery import recover
-
+    def _run(self, finalize: bool, until_ms: int | None, through_batch: int | None) -> RunSummary:
         started = time.time()
-        summary = RunSummary(self.config.name, self.config.output_path)
+        config = self.config
+        summary = RunSummary(config.name, config.output_path, results_table=config.results_table)
         log = self.committed_log()
         last = log[-1] if log else None
         for repair in recover(self.store, last):
@@ -355,6 +352,8 @@ class _Replay:
         # writes; that pass's log rows wait for them (an ingest without them is redone).
         ingested = self.ingest(summary)
         pending = self.pending_batches(last)
+        if through_batch is not None:
+            pending = [batch for batch in pending if batch[0] <= through_batch]
         if until_ms is not None:
             ready = [batch for batch in pending if batch[3] < until_ms]
             # Stop at the first batch that reaches past the interval: replay order is kept.
@@ -567,6 +566,7 @@ class _Replay:
         )
         self.profile("ingest steps", clock.steps)
         summary.files_ingested += len(new)
+        summary.wrote("staging", "quarantine", "source_files")
         summary.records_accepted += accepted_count
         summary.records_quarantined += quarantined
         summary.records_read += accepted_count + quarantined
@@ -598,8 +598,10 @@ class _Replay:
             # The pass rewrote operator_state to its one snapshot: nothing to compact.
             if optimize and table != "operator_state":
                 self.store.optimize(table)
+                crash_point(f"maintenance:{table}:optimized")
             if vacuum:
                 self.store.vacuum(table, retention)
+                crash_point(f"maintenance:{table}:vacuumed")
 
         # Tables are maintained independently: overlapping their jobs and commits, as a pass's
         # writes do, takes five OPTIMIZEs from 6.0-6.3 s to 4.2-4.7 s.
@@ -625,8 +627,6 @@ class _Replay:
         return seq, batch
 
     def committed_log(self) -> list[dict[str, Any]]:
-        from .recovery import committed_log
-
         return committed_log(self.store)
 
     def pending_batches(self, last: dict[str, Any] | None) -> list[tuple[int, int, int, int]]:
@@ -796,9 +796,10 @@ class _Replay:
             # their rows.
             return self.spark.createDataFrame(rows if rows is not None else out.slice(0, 0)).coalesce(1)
 
-        def traced(name: str, write: Callable[[], None]) -> Callable[[], None]:
+        def traced(name: str, table: str, write: Callable[[], None]) -> Callable[[], None]:
             def run() -> None:
                 write()
+                summary.wrote(table)
                 for batch_id in ids:
                     crash_point(f"batch:{batch_id}:{name}")
 
@@ -810,7 +811,9 @@ class _Replay:
         results = self.results_frame(frame("pane"))
         results_table = config.results_table
         if "pane" in kinds:
-            writes.append(traced("results", lambda: store.append_batch(results, results_table, tag)))
+            writes.append(traced(
+                "results", results_table, lambda: store.append_batch(results, results_table, tag)
+            ))
         # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
         # the panes of every batch since the previous MERGE, beside this pass's writes and the
         # next pass (see LatestMerges).
@@ -828,7 +831,7 @@ class _Replay:
                 late_rows = rows.filter(wanted).select(self.late_source_columns())
                 source = self.spark.createDataFrame(late_rows).coalesce(1)  # one file, as frame()
             late = self.late_frame(frame("late"), source)
-            writes.append(traced("late", lambda: store.append_batch(late, "late_events", tag)))
+            writes.append(traced("late", "late_events", lambda: store.append_batch(late, "late_events", tag)))
         new_state = frame("state").select(
             *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
         )
@@ -840,14 +843,18 @@ class _Replay:
         compacts, cleans = self.maintenance_due(ids)
         replaces = compacts or last_of_run or "state" not in kinds
         write_state = store.overwrite_batch if replaces else store.append_batch
-        writes.append(traced("state", lambda: write_state(new_state, "operator_state", tag)))
+        writes.append(traced(
+            "state", "operator_state", lambda: write_state(new_state, "operator_state", tag)
+        ))
         if "side" in kinds:
             sides = frame("side").select(
                 *keys, F.col("detail").alias("tag"), F.col("contents").alias("payload"), "watermark",
                 "replay_clock", "emit_seq", F.col("emit_step").cast("int").alias("emit_step"),
                 F.col("_batch").alias("batch_id"),
             )
-            writes.append(traced("side", lambda: store.append_batch(sides, "side_outputs", tag)))
+            writes.append(traced(
+                "side", "side_outputs", lambda: store.append_batch(sides, "side_outputs", tag)
+            ))
         leaks = by_kind["leak"].column("detail").to_pylist() if "leak" in kinds else []
         for leak in leaks:
             self.progress(f"[{config.name}] WARNING state leak: {leak}")
@@ -863,7 +870,7 @@ class _Replay:
                     (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
                 ).unionByName(results)
             latest = self.latest_frame(since)
-            merge = traced("latest", lambda: store.merge_latest_panes(latest, keys, tag))
+            merge = traced("latest", "window_latest", lambda: store.merge_latest_panes(latest, keys, tag))
             if not maintains:
                 merges.start(merge, final.batch_id)
         for future in submitted:
@@ -935,6 +942,7 @@ class _Replay:
             crash_point(f"batch:{batch_id}:before-commit")
         mark = time.time()
         self.store.append_batch(log_rows, "replay_log", final.batch_id)
+        summary.wrote("replay_log")
         for batch_id in ids:
             crash_point(f"batch:{batch_id}:committed")
         steps["commit"] = time.time() - mark

@@ -33,6 +33,9 @@ TABLES = (
     "side_outputs",
     "join_results",
 )
+#: Every table a pipeline may have (a reset deletes them): the replay's own, and those written
+#: beside it (data-quality results, reprocessing history).
+ALL_TABLES = (*TABLES, "dq_results", "reprocess_history")
 #: Properties of every table the store creates (write options that Delta applies at creation and
 #: ignores afterwards). A pass commits once to each of its tables: with Delta's default checkpoint
 #: every 10 commits, every 10th pass wrote four checkpoints (one-batch passes: mean 1.50 -> 1.30 s

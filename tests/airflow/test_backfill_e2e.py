@@ -129,8 +129,6 @@ def test_reprocess_with_bad_params_touches_nothing(spark, pipeline, change, word
     assert snapshot_files(pipeline["root"]) == before
 
 
-@pytest.mark.skipif(not hasattr(importlib.import_module("spark_jobs.recovery"), "reprocess"),
-                    reason="spark_jobs.recovery.reprocess has not landed")
 def test_reprocess_rewinds_and_replays_to_the_same_tables(spark, pipeline):
     output, asset = pipeline["output"], orch.pipeline_asset(orch.load_pipeline(pipeline["config"]))
     if not (output / "replay_log").exists():  # run alone (-k): backfill both intervals first
@@ -161,3 +159,43 @@ def test_quality_dag_validates_the_replayed_pipeline(spark, pipeline):
     assert str(run.state) == "success", task_states(run)
     report = xcom(run, "validate", map_index=0)
     assert report["pipeline"] == NAME and report["success"]
+
+
+def test_reprocess_retry_after_a_killed_attempt_finishes_it(spark, pipeline):
+    """The reprocess task's first attempt is killed (SIGKILL, a real process running the task's
+    callable) after the commit log was rewound; the retry, the same task with the same params,
+    finishes the reprocess: the same tables, one history row, and the asset event."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    output, asset = pipeline["output"], orch.pipeline_asset(orch.load_pipeline(pipeline["config"]))
+    if not (output / "replay_log").exists():  # run alone (-k): backfill both intervals first
+        run_interval(FIRST)
+        run_interval(FIRST + HOUR, finalize=True)
+    before = {t: rows(spark, output, t) for t in ("window_results", "late_events", "operator_state")}
+    conf = {**REPROCESS, "reason": "retried after a kill"}
+    attempt = subprocess.run(
+        [sys.executable, "-c", (
+            "from spark_jobs import orchestration as orch\n"
+            "pipelines = {c.name: c.config_path for c in orch.discover_pipelines()}\n"
+            f"orch.reprocess_range(orch.parse_reprocess_params({conf!r}, pipelines))\n"
+        )],
+        env={**os.environ, "REPLAY_CRASH_AT": "reprocess:log-rewound", "SPARK_MASTER": "local[2]"},
+        capture_output=True, text=True, timeout=600,
+    )
+    assert attempt.returncode == -signal.SIGKILL, attempt.stderr[-3000:]
+    assert (output / "_replay_operation.json").exists()
+    events = asset_event_count(asset.uri)
+
+    run = load_dag("replay_reprocess").test(run_conf=conf)  # the retry
+    assert str(run.state) == "success", task_states(run)
+    result = xcom(run, "reprocess")
+    assert result["reprocessed"] and [b["batch_id"] for b in result["batches"]] == [1, 2]
+    assert {t: rows(spark, output, t) for t in before} == before
+    assert not (output / "_replay_operation.json").exists()
+    history = spark.read.format("delta").load(str(output / "reprocess_history")).collect()
+    reasons = [row["reason"] for row in history]
+    assert reasons.count("retried after a kill") == 1
+    assert asset_event_count(asset.uri) == events + 1

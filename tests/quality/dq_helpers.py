@@ -89,7 +89,7 @@ def archive_reader():
 
 
 def replay(config: Any, spark: Any, finalize: bool = False) -> Any:
-    from spark_jobs.replay import run_pipeline
+    from spark_jobs.operations import run_pipeline
 
     with archive_reader():
         return run_pipeline(config, spark=spark, finalize=finalize, progress=lambda _m: None)

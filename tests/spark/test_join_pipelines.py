@@ -127,6 +127,15 @@ def test_example_join_pipeline_runs_from_the_cli(spark, tmp_path):
     rows = table_rows_dicts(tmp_path / "out" / "join_results")
     assert rows and {row["timing"] for row in rows} >= {"EARLY", "ON_TIME"}
     assert all(row["left_page"] == row["right_page"] for row in rows)  # keyed by user and page
+    # The summary speaks of pairs and names the tables the run wrote (a join has no window_latest).
+    assert f"  pairs      {len(rows)} joined pairs\n" in result.stdout, result.stdout
+    from spark_jobs.state.delta import ALL_TABLES
+
+    written = result.stdout.split("  tables     ", 1)[1].strip()
+    assert written.startswith(f"{tmp_path / 'out'}/{{join_results,"), written
+    names = written.split("{", 1)[1].rstrip("}").split(",")
+    assert set(names) == {t for t in ALL_TABLES if (tmp_path / "out" / t / "_delta_log").exists()}
+    assert "window_results" not in names and "window_latest" not in names
 
 
 def greedy_merge(inputs: list[list[Record]]) -> list[Record]:

@@ -187,7 +187,7 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
         handle.write('{"event_id": "bad", "user": "u1", "ts": "soon"}\n')  # quarantined, not kept
     monkeypatch.setattr(replay_module, "READ_AHEAD_RECORDS", 30)
     taken = []
-    real_ingested_records = replay_module._Replay.ingested_records
+    real_ingested_records = replay_module.Replay.ingested_records
 
     def compared(self, timeline, seq_start, seq_end):
         rows = real_ingested_records(self, timeline, seq_start, seq_end)
@@ -198,11 +198,11 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
             taken.append((seq_start, seq_end))
         return rows
 
-    monkeypatch.setattr(replay_module._Replay, "ingested_records", compared)
+    monkeypatch.setattr(replay_module.Replay, "ingested_records", compared)
     runs = {}
     for name in ("kept", "staged"):
         if name == "staged":
-            monkeypatch.setattr(replay_module._Replay, "kept_record_columns", lambda self, records: [])
+            monkeypatch.setattr(replay_module.Replay, "kept_record_columns", lambda self, records: [])
         config = write_pipeline(
             tmp_path / f"{name}.yaml", archive, tmp_path / name,
             batch={"max_records": 20, "pass_max_records": 60}, late_output="side_output",

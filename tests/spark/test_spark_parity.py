@@ -112,6 +112,7 @@ def test_keyed_process_function_through_the_cli(spark, tmp_path, batch_size):
     assert done.returncode == 0, done.stderr[-3000:]
     lakehouse = tmp_path / "lakehouse"
     rows = spark.read.format("delta").load(str(lakehouse / "process_results")).collect()
+    assert f"  results    {len(rows)} rows (" in done.stdout and "panes" not in done.stdout, done.stdout
     got = sorted((r.user, r.kind, r.last_seen, r.events, r.fire_time, r.watermark) for r in rows)
     sides = spark.read.format("delta").load(str(lakehouse / "side_outputs")).collect()
     got_sides = sorted((r.user, r.tag, json.loads(r.payload)["event_id"]) for r in sides)
