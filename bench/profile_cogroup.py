@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from spark_jobs.bench import RESULTS, SEED, prepare_archive  # noqa: E402
-from spark_jobs.session import get_spark  # noqa: E402
+from spark_jobs.execution.spark_session import get_spark  # noqa: E402
 
 SCHEMA = "user_id string, page string, ts long, value double"
 

@@ -35,11 +35,11 @@ sys.path.insert(0, str(ROOT))
 
 from spark_jobs.bench import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.config import parse_config  # noqa: E402
-from spark_jobs.ordering import driver_key_columns, number_records  # noqa: E402
-from spark_jobs.replay import STAGING_LAYOUT  # noqa: E402
-from spark_jobs.session import get_spark  # noqa: E402
-from spark_jobs.sources import accepted, check_archive, list_archive  # noqa: E402
-from spark_jobs.state.delta import DeltaStore  # noqa: E402
+from spark_jobs.execution.ordering import driver_key_columns, number_records  # noqa: E402
+from spark_jobs.execution.replay import STAGING_LAYOUT  # noqa: E402
+from spark_jobs.execution.sources import accepted, check_archive, list_archive  # noqa: E402
+from spark_jobs.execution.spark_session import get_spark  # noqa: E402
+from spark_jobs.execution.state.delta import DeltaStore  # noqa: E402
 
 
 def shortest(repeats: int, job: Callable[[], object]) -> float:

@@ -10,8 +10,8 @@ closure Spark ships to every task (it carries the batch's watermark timeline).
     .venv/bin/python bench/profile_operator.py --events 1000000 --batch-size 100000 --scenario tumbling
 
 ``--per-record`` measures the per-record operator where a kernel would otherwise run
-(``spark_jobs.window_kernel`` for fixed windows, ``spark_jobs.session_kernel`` for sessions), for
-comparing them on the same batches.
+(``spark_jobs.core.engine.window_kernel`` for fixed windows,
+``spark_jobs.core.engine.session_kernel`` for sessions), for comparing them on the same batches.
 
 The archive is the one ``python -m spark_jobs.bench`` generated (``bench/results/archives``).
 """
@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 from spark_jobs.bench import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.config import parse_config  # noqa: E402
-from spark_jobs.keyed import operator_spec  # noqa: E402
-from spark_jobs.spark_batch import STATE_COLUMNS, arrow_type, make_cogroup_function  # noqa: E402
-from spark_jobs.watermarks import WatermarkState, compute_timeline  # noqa: E402
+from spark_jobs.core.watermarks import WatermarkState, compute_timeline  # noqa: E402
+from spark_jobs.execution.spark_batch import STATE_COLUMNS, arrow_type, make_cogroup_function  # noqa: E402
+from spark_jobs.pipeline_spec import operator_spec  # noqa: E402
 
 
 def load_records(path: str, limit: int) -> list[dict]:
@@ -147,7 +147,7 @@ def main() -> int:
                         help="run the per-record operator even where a kernel applies")
     args = parser.parse_args()
     if args.per_record:
-        from spark_jobs import session_kernel, window_kernel
+        from spark_jobs.core.engine import session_kernel, window_kernel
 
         window_kernel.supports = lambda spec: False
         session_kernel.supports = lambda spec: False

@@ -10,7 +10,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, AssetAny, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from spark_jobs import orchestration as orch
+from spark_jobs.interfaces import orchestration as orch
 
 CONFIGS = orch.discover_pipelines()
 PATHS = {config.name: config.config_path for config in CONFIGS}

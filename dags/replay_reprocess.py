@@ -11,7 +11,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, task
 from airflow.sdk.exceptions import AirflowFailException
 
-from spark_jobs import orchestration as orch
+from spark_jobs.interfaces import orchestration as orch
 
 PIPELINES = {config.name: config.config_path for config in orch.discover_pipelines()}
 ISO = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$"

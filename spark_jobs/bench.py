@@ -77,7 +77,7 @@ _OFFSET = re.compile(rb'"offset": (\d+)')
 # ---- archives -------------------------------------------------------------------------------------
 def prepare_archive(root: Path, events: int, seed: int, fmt: str) -> dict[str, Any]:
     """Generate (once: cached by spec) the archive of ``events`` events."""
-    from .generator import GeneratorSpec, generate_archive
+    from spark_jobs.samples.generator import GeneratorSpec, generate_archive
 
     path = root / "archives" / f"clicks-{events}-s{seed}-{fmt.replace('.', '')}"
     marker = path / "_generated.json"
@@ -337,7 +337,7 @@ def worker(spec_path: str) -> int:
             "spark.eventLog.dir": str(log_dir),
             "spark.eventLog.compress": "false",
         })
-    from .session import get_spark
+    from spark_jobs.execution.spark_session import get_spark
 
     started = time.time()
     spark = get_spark(f"bench-{specs[0]['kind']}", conf=conf)
@@ -395,7 +395,7 @@ def _tree_cpu(before: dict[int, float] | None = None) -> Any:
 def _scenario_config(spec: dict[str, Any], out: Path, batch_size: int):
     import yaml
 
-    from .config import parse_config
+    from spark_jobs.config import parse_config
 
     data = yaml.safe_load((PIPELINES / f"{spec['scenario']}.yaml").read_text())
     data["source"]["path"] = spec["archive"]
@@ -415,8 +415,9 @@ class _Instruments:
                      "version", "exists", "optimize", "vacuum")
 
     def __init__(self, spark: Any, cprofile_dir: str | None):
-        from . import keyed, replay, spark_batch
-        from .state import delta
+        from spark_jobs.core.engine import keyed
+        from spark_jobs.execution import replay, spark_batch
+        from spark_jobs.execution.state import delta
 
         context = spark.sparkContext
         self.acc = {name: context.accumulator(0.0) for name in ("udf_s", "operator_s", "keys", "records")}
@@ -509,7 +510,7 @@ def _profiled_call(directory: str, function: Any, *args: Any) -> Any:
 
 
 def _replay_worker(spark: Any, spec: dict[str, Any], out: Path) -> dict[str, Any]:
-    from .operations import run_pipeline
+    from spark_jobs.execution.operations import run_pipeline
 
     batch_size = spec["batch_size"]
     config = _scenario_config(spec, out, batch_size)
@@ -803,11 +804,11 @@ def flink_command(spec: dict[str, Any]) -> list[str]:
     """The java command line of the measurement, the scenario's parameters taken from its pipeline
     config (the one the replay runs); its output directory is emptied first (the row counts are of
     every CSV file in it)."""
-    from .triggers.continuous_event_time import ContinuousEventTimeTrigger
-    from .triggers.event_time import EventTimeTrigger
-    from .windows.session import SessionWindows
-    from .windows.sliding import SlidingWindows
-    from .windows.tumbling import TumblingWindows
+    from spark_jobs.core.triggers.continuous_event_time import ContinuousEventTimeTrigger
+    from spark_jobs.core.triggers.event_time import EventTimeTrigger
+    from spark_jobs.core.windows.session import SessionWindows
+    from spark_jobs.core.windows.sliding import SlidingWindows
+    from spark_jobs.core.windows.tumbling import TumblingWindows
 
     out = Path(spec["workdir"]) / "out"
     if out.exists():
@@ -1592,9 +1593,9 @@ def join_drift(argv: list[str]) -> int:
     Spark job runs) through the in-memory runner and measures the buffered records and the JSON
     bytes ``operator_state`` would hold after the last batch (before finalize).
     """
-    from .config import parse_config
-    from .durations import parse_duration
-    from .state.memory import MemoryReplay, Record, operator_spec
+    from spark_jobs.config import parse_config
+    from spark_jobs.core.durations import parse_duration
+    from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
     parser = argparse.ArgumentParser(prog="python -m spark_jobs.bench join-drift")
     parser.add_argument("--records", type=int, default=20_000)

@@ -15,11 +15,15 @@ from typing import Any
 
 import yaml
 
-from .aggregates import NUMERIC_FUNCTIONS, AggregateSpec
-from .durations import MIN_TIMESTAMP, parse_duration
+from .core.aggregates import NUMERIC_FUNCTIONS, AggregateSpec
+from .core.durations import MIN_TIMESTAMP, parse_duration
+from .core.engine.joins import DEFAULT_JOIN_OUTPUT, JoinFunction
+from .core.engine.process import KeyedProcessFunction
+from .core.functions import AggregateFunction, ProcessWindowFunction, evictor_from_dict, load_object
+from .core.triggers import Trigger, trigger_from_dict
+from .core.watermarks import WatermarkConfig
+from .core.windows import WindowAssigner, assigner_from_dict
 from .exceptions import ConfigError
-from .triggers import Trigger, trigger_from_dict
-from .windows import WindowAssigner, assigner_from_dict
 
 FORMATS = ("jsonl", "parquet")
 TYPES = ("string", "long", "double", "boolean")
@@ -55,18 +59,6 @@ class SourceConfig:
     offset: str | None = None
     id: str | None = None
     types: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class WatermarkConfig:
-    max_out_of_orderness: int = 0
-    emit: str = "per_record"  # per_record | periodic | per_batch
-    interval: int | None = None  # for periodic
-    idle_timeout: int | None = None
-
-    @property
-    def emit_spec(self) -> str:
-        return f"periodic:{self.interval}ms" if self.emit == "periodic" else self.emit
 
 
 @dataclass(frozen=True)
@@ -189,8 +181,6 @@ class PipelineConfig:
     def outputs(self) -> list[tuple[str, str]]:
         """The named values each firing emits, with their types, in column order."""
         if self.join is not None:
-            from .joins import DEFAULT_JOIN_OUTPUT
-
             function = self.join.function
             return list((function.output if function else DEFAULT_JOIN_OUTPUT).items())
         if self.keyed_process is not None:
@@ -309,8 +299,6 @@ class _Parser:
             aggregates = self.parse_aggregates(data.get("aggregates"))
         evictor = None
         if data.get("evictor") is not None:
-            from .functions import evictor_from_dict
-
             evictor = self.build("evictor", evictor_from_dict, self.mapping(data, "evictor"))
             if aggregate_function is not None:
                 raise self.fail("evictor", "cannot be combined with an incremental aggregate_function")
@@ -507,10 +495,6 @@ class _Parser:
             raise self.fail(where, "must be a mapping with class, params and output")
         if not spec:
             return None
-        from .functions import AggregateFunction, ProcessWindowFunction, load_object
-        from .joins import JoinFunction
-        from .process import KeyedProcessFunction
-
         base = {"aggregate_function": AggregateFunction, "process": KeyedProcessFunction,
                 "function": JoinFunction}.get(name, ProcessWindowFunction)
         path, params, output = spec.get("class"), spec.get("params") or {}, spec.get("output")

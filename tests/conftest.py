@@ -26,7 +26,7 @@ os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 @pytest.fixture(scope="session")
 def spark():
     """A real local SparkSession with Delta's extension and catalog, shared by the run."""
-    from spark_jobs.session import get_spark
+    from spark_jobs.execution.spark_session import get_spark
 
     session = get_spark("replay-tests", master=os.environ.get("SPARK_MASTER", "local[2]"))
     yield session

@@ -32,7 +32,7 @@ pytestmark = [
 def test_flink_and_the_replay_give_the_same_panes(spark, tmp_path: Path, scenario: str) -> None:
     from pyspark.sql import functions as F
 
-    from spark_jobs.operations import run_pipeline
+    from spark_jobs.execution.operations import run_pipeline
 
     archive = bench.prepare_archive(tmp_path, 30_000, 7, "jsonl")
     spec = {"scenario": scenario, "events": 30_000, "archive": archive["path"], "format": "jsonl",

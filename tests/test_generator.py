@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_jobs.exceptions import ConfigError
-from spark_jobs.generator import (
+from spark_jobs.samples.generator import (
     DEMO_SPEC,
     PAGES,
     GenerateSummary,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..functions import AggregateFunction, ProcessWindowFunction, WindowInfo
+from ..core.functions import AggregateFunction, ProcessWindowFunction, WindowInfo
 
 
 @dataclass

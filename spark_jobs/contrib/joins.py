@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..joins import JoinFunction
+from ..core.engine.joins import JoinFunction
 
 
 @dataclass

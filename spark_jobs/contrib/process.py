@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..process import KeyedProcessFunction, ProcessContext
+from ..core.engine.process import KeyedProcessFunction, ProcessContext
 
 
 @dataclass

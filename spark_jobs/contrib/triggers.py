@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..triggers.base import StateDescriptor, Trigger, TriggerContext, TriggerResult, sum_merge
-from ..windows.base import TimeWindow
+from ..core.triggers.base import StateDescriptor, Trigger, TriggerContext, TriggerResult, sum_merge
+from ..core.windows.base import TimeWindow
 
 
 def _either(a: Any, b: Any) -> Any:

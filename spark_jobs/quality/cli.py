@@ -1,4 +1,4 @@
-"""The data-quality commands, ready to be wired into ``spark_jobs.cli``:
+"""The data-quality commands, ready to be wired into ``spark_jobs.interfaces.cli``:
 
     replay validate-results PIPELINE.yaml   run the suites and the reconciliation; exit 1 on a failure
     replay report PIPELINE.yaml             the same, then write reports/<pipeline>/<run_id>/index.html
@@ -11,7 +11,7 @@ Wiring (one line each in ``build_parser`` / ``COMMANDS``)::
     COMMANDS.update({"validate-results": quality_cli.cmd_check, "report": quality_cli.cmd_report})
 
 (or ``COMMANDS.update(quality_cli.register(commands))`` for all of it). Config errors raise
-:class:`~spark_jobs.exceptions.ConfigError`, which ``spark_jobs.cli.main`` turns into exit code 2.
+:class:`~spark_jobs.exceptions.ConfigError`, which ``spark_jobs.interfaces.cli.main`` turns into exit code 2.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def register(commands: Any) -> dict[str, Callable[[argparse.Namespace], int]]:
 
 
 def _spark(args: argparse.Namespace, name: str) -> Any:
-    from ..session import get_spark
+    from ..execution.spark_session import get_spark
 
     return get_spark(f"quality-{name}", master=getattr(args, "master", None))
 

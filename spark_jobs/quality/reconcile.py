@@ -14,7 +14,7 @@ For tumbling windows each accepted record belongs to one window; the check needs
 For sliding windows a record belongs to ``size / slide`` windows but is skipped by those already
 cleaned up when it arrived (a record late for some windows only is not a late event), so the
 watermark before each record is recomputed from the replay log's carried watermark state with the
-engine's :func:`spark_jobs.watermarks.compute_timeline`, and the records predicted late for every
+engine's :func:`spark_jobs.core.watermarks.compute_timeline`, and the records predicted late for every
 window must be exactly the ``late_events`` rows.
 
 "Counted" is the count of a window's last pane (``count(*)`` accumulates), or the sum of its
@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..config import PipelineConfig
-from ..durations import format_timestamp
-from ..ordering import collect_in_replay_order
+from ..core.durations import format_timestamp
+from ..execution.ordering import collect_in_replay_order
 from .suites import count_star_columns, quote
 from .tables import Snapshot
 
@@ -267,7 +267,7 @@ def _expected_sliding(snapshot: Snapshot, replayed: Any, late_seqs: Any, result:
 def accepted_window_bounds(snapshot: Snapshot, replayed: Any) -> tuple[np.ndarray, np.ndarray]:
     """Per replayed record: its ``_seq`` and the exclusive lower bound of the window starts that
     accepted it (``max(ts - size, watermark_before - size + 1 - allowed_lateness)``)."""
-    from ..watermarks import WatermarkState, compute_timeline
+    from ..core.watermarks import WatermarkState, compute_timeline
 
     config = snapshot.config
     size, lateness = config.window.size, config.allowed_lateness

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ..config import PipelineConfig, resolve_path
-from ..durations import MAX_TIMESTAMP, MIN_TIMESTAMP, format_timestamp
-from ..ordering import collect_in_replay_order
+from ..core.durations import MAX_TIMESTAMP, MIN_TIMESTAMP, format_timestamp
+from ..execution.ordering import collect_in_replay_order
 from .tables import Snapshot
 from .validate import QualityResult, _jsonable, validate_pipeline
 
@@ -75,7 +75,7 @@ def write_report(
     ``out_dir`` defaults to ``reports`` under ``REPLAY_BASE_DIR`` (or the current directory).
     Returns the path of ``index.html``.
     """
-    from ..session import get_spark
+    from ..execution.spark_session import get_spark
 
     spark = spark or get_spark(f"quality-{config.name}")
     result = result or validate_pipeline(config, spark=spark, run_id=run_id)

@@ -266,7 +266,7 @@ def output_columns(config: PipelineConfig) -> list[tuple[str, str]]:
     outputs = getattr(config, "outputs", None)
     if callable(outputs):
         return list(outputs())
-    from ..spark_batch import aggregate_types
+    from ..execution.spark_batch import aggregate_types
 
     return list(aggregate_types(config))
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import PipelineConfig
-from ..durations import MAX_TIMESTAMP, MIN_TIMESTAMP
-from ..state.delta import BATCH_TABLES, DeltaStore
+from ..core.durations import MAX_TIMESTAMP, MIN_TIMESTAMP
+from ..execution.state.delta import BATCH_TABLES, DeltaStore
 from .suites import output_columns
 
 STAGING_COLUMNS = ("_seq", "_event_time", "_ingest_time", "_partition", "_batch", "_ingest")

@@ -147,7 +147,7 @@ def validate_pipeline(
     Appends one ``dq_results`` row per outcome (unless ``record`` is False) and returns the result;
     ``success`` is False when any expectation failed.
     """
-    from ..session import get_spark
+    from ..execution.spark_session import get_spark
 
     spark = spark or get_spark(f"quality-{config.name}")
     run_id = run_id or new_run_id()

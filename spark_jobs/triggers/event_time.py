@@ -1,42 +1,20 @@
-"""Flink's ``EventTimeTrigger``: fire once the watermark passes the window's end."""
+"""The stable user import path ``spark_jobs.triggers.event_time``.
 
-from __future__ import annotations
+User code and pipeline YAML name it; the code lives in ``spark_jobs.core.triggers.event_time``.
+"""
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from spark_jobs.core.triggers.event_time import (
+    EventTimeTrigger,
+    TimeWindow,
+    Trigger,
+    TriggerContext,
+    TriggerResult,
+)
 
-from ..windows.base import TimeWindow
-from .base import Trigger, TriggerContext, TriggerResult
-
-
-@dataclass(frozen=True)
-class EventTimeTrigger(Trigger):
-    kind: ClassVar[str] = "event_time"
-
-    @classmethod
-    def create(cls) -> EventTimeTrigger:
-        return cls()
-
-    def on_element(
-        self, element: Any, timestamp: int, window: TimeWindow, ctx: TriggerContext
-    ) -> TriggerResult:
-        if window.max_timestamp <= ctx.current_watermark():
-            # Already past the end: an allowed-late record re-fires the window at once.
-            return TriggerResult.FIRE
-        ctx.register_event_time_timer(window.max_timestamp)
-        return TriggerResult.CONTINUE
-
-    def on_event_time(self, time: int, window: TimeWindow, ctx: TriggerContext) -> TriggerResult:
-        return TriggerResult.FIRE if time == window.max_timestamp else TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        # Only while the merged window is not yet due: otherwise on_element fires it, and a
-        # timer here would fire it twice.
-        if window.max_timestamp > ctx.current_watermark():
-            ctx.register_event_time_timer(window.max_timestamp)
-
-    def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
-        ctx.delete_event_time_timer(window.max_timestamp)
+__all__ = [
+    "TimeWindow",
+    "Trigger",
+    "TriggerContext",
+    "TriggerResult",
+    "EventTimeTrigger",
+]

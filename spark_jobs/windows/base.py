@@ -1,57 +1,22 @@
-"""Windows and the window-assigner contract (Flink's ``TimeWindow`` / ``WindowAssigner``)."""
+"""The stable user import path ``spark_jobs.windows.base``.
 
-from __future__ import annotations
+User code and pipeline YAML name it; the code lives in ``spark_jobs.core.windows.base``.
+"""
 
-from typing import Any, ClassVar, NamedTuple
+from spark_jobs.core.windows.base import (
+    GLOBAL_WINDOW,
+    MAX_TIMESTAMP,
+    MIN_TIMESTAMP,
+    TimeWindow,
+    WindowAssigner,
+    window_start_with_offset,
+)
 
-from ..durations import MAX_TIMESTAMP, MIN_TIMESTAMP
-
-
-class TimeWindow(NamedTuple):
-    """A half-open window ``[start, end)`` of epoch milliseconds."""
-
-    start: int
-    end: int
-
-    @property
-    def max_timestamp(self) -> int:
-        """The largest timestamp inside the window; the global window's is +infinity."""
-        return MAX_TIMESTAMP if self.end == MAX_TIMESTAMP else self.end - 1
-
-    def intersects(self, other: TimeWindow) -> bool:
-        # Flink's rule: touching windows intersect, so sessions [a, b) and [b, c) merge.
-        return self.start <= other.end and self.end >= other.start
-
-    def cover(self, other: TimeWindow) -> TimeWindow:
-        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
-
-
-GLOBAL_WINDOW = TimeWindow(MIN_TIMESTAMP, MAX_TIMESTAMP)
-
-
-class WindowAssigner:
-    """Assigns a record's timestamp to windows. Subclasses are frozen dataclasses (values)."""
-
-    kind: ClassVar[str]
-    merging: ClassVar[bool] = False
-    #: ``event`` windows use the record's event time; ``processing`` ones the replay clock.
-    time: str
-
-    @property
-    def is_event_time(self) -> bool:
-        return self.time == "event"
-
-    def assign(self, timestamp: int) -> list[TimeWindow]:
-        raise NotImplementedError
-
-    def merge_windows(self, windows: list[TimeWindow]) -> list[tuple[TimeWindow, list[TimeWindow]]]:
-        """Groups of windows to merge, each with its merge result (merging assigners only)."""
-        raise NotImplementedError(f"{self.kind} windows do not merge")
-
-    def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-def window_start_with_offset(timestamp: int, offset: int, size: int) -> int:
-    """Flink's ``TimeWindow.getWindowStartWithOffset``, with floor modulo for negative times."""
-    return timestamp - (timestamp - offset) % size
+__all__ = [
+    "MAX_TIMESTAMP",
+    "MIN_TIMESTAMP",
+    "TimeWindow",
+    "GLOBAL_WINDOW",
+    "WindowAssigner",
+    "window_start_with_offset",
+]

@@ -1,24 +1,18 @@
-"""The global window: one window per key that only ends when the input is finalized."""
+"""The stable user import path ``spark_jobs.windows.global_window``.
 
-from __future__ import annotations
+User code and pipeline YAML name it; the code lives in ``spark_jobs.core.windows.global_window``.
+"""
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from spark_jobs.core.windows.global_window import (
+    GLOBAL_WINDOW,
+    GlobalWindows,
+    TimeWindow,
+    WindowAssigner,
+)
 
-from .base import GLOBAL_WINDOW, TimeWindow, WindowAssigner
-
-
-@dataclass(frozen=True)
-class GlobalWindows(WindowAssigner):
-    time: str = "event"
-    kind: ClassVar[str] = "global"
-
-    @classmethod
-    def create(cls) -> GlobalWindows:
-        return cls()
-
-    def assign(self, timestamp: int) -> list[TimeWindow]:
-        return [GLOBAL_WINDOW]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": self.kind, "time": self.time}
+__all__ = [
+    "GLOBAL_WINDOW",
+    "TimeWindow",
+    "WindowAssigner",
+    "GlobalWindows",
+]

@@ -20,14 +20,14 @@ from airflow_helpers import (
     xcom,
 )
 
-from spark_jobs import orchestration as orch
+from spark_jobs.interfaces import orchestration as orch
 
 pytestmark = [
     pytest.mark.airflow,
     pytest.mark.spark,
-    pytest.mark.skipif(importlib.util.find_spec("spark_jobs.sources") is None,
-                       reason="the archive reader spark_jobs.sources has not landed: run_pipeline cannot "
-                       "read an archive yet"),
+    pytest.mark.skipif(importlib.util.find_spec("spark_jobs.execution.sources") is None,
+                       reason="the archive reader spark_jobs.execution.sources has not landed: "
+                       "run_pipeline cannot read an archive yet"),
 ]
 
 NAME = "e2e_clicks"
@@ -178,7 +178,7 @@ def test_reprocess_retry_after_a_killed_attempt_finishes_it(spark, pipeline):
     conf = {**REPROCESS, "reason": "retried after a kill"}
     attempt = subprocess.run(
         [sys.executable, "-c", (
-            "from spark_jobs import orchestration as orch\n"
+            "from spark_jobs.interfaces import orchestration as orch\n"
             "pipelines = {c.name: c.config_path for c in orch.discover_pipelines()}\n"
             f"orch.reprocess_range(orch.parse_reprocess_params({conf!r}, pipelines))\n"
         )],

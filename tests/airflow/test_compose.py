@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs import orchestration as orch
+from spark_jobs.interfaces import orchestration as orch
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"

@@ -1,4 +1,4 @@
-"""spark_jobs.orchestration and the replay_job entry point without Spark: params, schedules,
+"""spark_jobs.interfaces.orchestration and the replay_job entry point without Spark: params, schedules,
 optional components, spark-submit wiring."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from airflow_helpers import write_pipeline
 
-from spark_jobs import orchestration as orch
 from spark_jobs.exceptions import ConfigError
+from spark_jobs.interfaces import orchestration as orch
 
 pytestmark = pytest.mark.airflow
 
@@ -146,7 +146,7 @@ def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "spark://127.0.0.1", '
                        '"port": 7077}')
     jars = ["/jars/delta-spark.jar", "/jars/storage.jar", "/cache/replay.jar"]
-    monkeypatch.setattr("spark_jobs.session.project_jars", lambda: jars)
+    monkeypatch.setattr("spark_jobs.execution.spark_session.project_jars", lambda: jars)
     seen = {}
 
     def fake_submit(hook, application="", **kwargs):
@@ -166,10 +166,10 @@ def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
 
 
 def test_replay_job_runs_the_cli_run_command(monkeypatch):
-    from spark_jobs.jobs import replay_job
+    from spark_jobs.execution.jobs import replay_job
 
     calls = []
-    monkeypatch.setattr("spark_jobs.cli.main", lambda argv: calls.append(argv) or 0)
+    monkeypatch.setattr("spark_jobs.interfaces.cli.main", lambda argv: calls.append(argv) or 0)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     assert replay_job.main(["p.yaml", "--finalize", "--batch-size", "7", "--until", "1700002800000"]) == 0
     assert replay_job.main(["p.yaml", "--master", "spark://h:7077"]) == 0

@@ -1,6 +1,6 @@
 """Slow tier: a real Spark standalone cluster (master + worker from the pip-installed Spark, on
 127.0.0.1 only) runs the same pipeline twice, via `replay run --master spark://...` and via the
-backfill DAG in submit mode (SparkSubmitOperator -> spark_jobs/jobs/replay_job.py through the
+backfill DAG in submit mode (SparkSubmitOperator -> spark_jobs/execution/jobs/replay_job.py through the
 spark_default connection); both must equal a local[2] run row for row. The cluster's processes
 are always killed."""
 
@@ -90,8 +90,9 @@ def archive(tmp_path_factory):
 
 def replay_cli(config: Path, master: str) -> None:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "spark_jobs.cli", "run", str(config), "--finalize",
-                           "--master", master], capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run([sys.executable, "-m", "spark_jobs.interfaces.cli", "run", str(config),
+                           "--finalize", "--master", master],
+                          capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
 
 

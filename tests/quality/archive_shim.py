@@ -1,6 +1,6 @@
-"""A stand-in archive reader for ``spark_jobs.sources`` while the real one has not landed.
+"""A stand-in archive reader for ``spark_jobs.execution.sources`` while the real one has not landed.
 
-Used by the quality tests only when ``import spark_jobs.sources`` fails, so that they can still
+Used by the quality tests only when ``import spark_jobs.execution.sources`` fails, so that they can still
 exercise the real ``run_pipeline`` on a small JSON Lines archive. It implements the two functions
 ``replay.py`` calls (``list_archive``, ``read_archive``) with the columns it reads from them; once
 the real module exists it is used instead and this file is dead code.

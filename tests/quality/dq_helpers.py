@@ -73,23 +73,23 @@ def write_pipeline(path: Path, config: dict[str, Any]) -> Path:
 
 @contextlib.contextmanager
 def archive_reader():
-    """The real ``spark_jobs.sources`` if it exists, else the stand-in in ``archive_shim``."""
+    """The real ``spark_jobs.execution.sources`` if it exists, else the stand-in in ``archive_shim``."""
     try:
-        importlib.import_module("spark_jobs.sources")
+        importlib.import_module("spark_jobs.execution.sources")
     except ImportError:
         import archive_shim
 
-        sys.modules["spark_jobs.sources"] = archive_shim
+        sys.modules["spark_jobs.execution.sources"] = archive_shim
         try:
             yield "shim"
         finally:
-            sys.modules.pop("spark_jobs.sources", None)
+            sys.modules.pop("spark_jobs.execution.sources", None)
         return
     yield "real"
 
 
 def replay(config: Any, spark: Any, finalize: bool = False) -> Any:
-    from spark_jobs.operations import run_pipeline
+    from spark_jobs.execution.operations import run_pipeline
 
     with archive_reader():
         return run_pipeline(config, spark=spark, finalize=finalize, progress=lambda _m: None)

@@ -150,7 +150,7 @@ def _corrupt(spark, lakehouse: Path, config) -> dict[str, tuple]:
 
 def test_corrupted_results_fail_exactly_the_right_expectations(spark, replayed, tmp_path, capsys):
     from spark_jobs.config import load_config
-    from spark_jobs.durations import format_timestamp
+    from spark_jobs.core.durations import format_timestamp
     from spark_jobs.quality import cli
 
     lakehouse = copy_lakehouse(replayed["config"].output_path, tmp_path / "lakehouse")

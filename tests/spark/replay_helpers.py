@@ -73,7 +73,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -
     """The real ``replay`` command in a fresh process (its own JVM): for kill tests."""
     environment = {**os.environ, "SPARK_MASTER": os.environ.get("SPARK_MASTER", "local[2]"), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "spark_jobs.cli", *args], capture_output=True, text=True,
+        [sys.executable, "-m", "spark_jobs.interfaces.cli", *args], capture_output=True, text=True,
         env=environment, timeout=timeout,
     )
 
@@ -84,7 +84,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     import contextlib
     import io
 
-    from spark_jobs.cli import main
+    from spark_jobs.interfaces.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -66,7 +66,7 @@ def test_kill_at_arbitrary_moments(spark, tmp_path, reference, delay):
     archive, expected = reference
     config = write_pipeline(tmp_path / "pipeline.yaml", archive, tmp_path / "lakehouse")
     process = subprocess.Popen(
-        [sys.executable, "-m", "spark_jobs.cli", "run", str(config), "--finalize"],
+        [sys.executable, "-m", "spark_jobs.interfaces.cli", "run", str(config), "--finalize"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     time.sleep(delay)
@@ -97,7 +97,7 @@ def test_reprocess_middle_range_equals_clean_replay_and_rerun_is_noop(spark, tmp
 def test_second_replay_of_same_pipeline_is_refused(tmp_path):
     from spark_jobs.config import load_config
     from spark_jobs.exceptions import ConcurrentRunError
-    from spark_jobs.recovery import pipeline_lock
+    from spark_jobs.execution.recovery import pipeline_lock
 
     archive = write_archive(tmp_path / "archive", records=10)
     config = load_config(write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse"))

@@ -11,7 +11,7 @@ import pytest
 from replay_helpers import cli, table_rows, write_archive, write_pipeline
 
 from spark_jobs.config import load_config
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 pytestmark = pytest.mark.spark
 
@@ -129,7 +129,7 @@ def test_example_join_pipeline_runs_from_the_cli(spark, tmp_path):
     assert all(row["left_page"] == row["right_page"] for row in rows)  # keyed by user and page
     # The summary speaks of pairs and names the tables the run wrote (a join has no window_latest).
     assert f"  pairs      {len(rows)} joined pairs\n" in result.stdout, result.stdout
-    from spark_jobs.state.delta import ALL_TABLES
+    from spark_jobs.execution.state.delta import ALL_TABLES
 
     written = result.stdout.split("  tables     ", 1)[1].strip()
     assert written.startswith(f"{tmp_path / 'out'}/{{join_results,"), written

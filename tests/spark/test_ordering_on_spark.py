@@ -10,7 +10,7 @@ import pytest
 from replay_helpers import write_archive, write_pipeline
 
 from spark_jobs.config import load_config
-from spark_jobs.ordering import number_records, sort_key_columns
+from spark_jobs.execution.ordering import number_records, sort_key_columns
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +27,7 @@ def numbering(config, frame, seq_base):
 
 
 def test_archive_in_ingest_time_order(spark, tmp_path):
-    from spark_jobs.sources import list_archive, read_archive
+    from spark_jobs.execution.sources import list_archive, read_archive
 
     archive = write_archive(tmp_path / "archive", records=500, partitions=3, files=4, seed=3)
     config = load_config(write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "out"))
@@ -46,7 +46,7 @@ def test_archive_in_ingest_time_order(spark, tmp_path):
 @pytest.mark.parametrize("ingest_time", [True, False])
 def test_two_inputs(spark, tmp_path, ingest_time):
     """Join inputs: by ingest time, or merged by the running maximum event time per input."""
-    from spark_jobs.ordering import order_columns
+    from spark_jobs.execution.ordering import order_columns
 
     rng = random.Random(7)
     rows = []

@@ -76,10 +76,10 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     tables) and a completed run leaves only that one."""
     from pyspark.sql import functions as F
 
-    import spark_jobs.replay as replay_module
+    import spark_jobs.execution.replay as replay_module
     from spark_jobs.config import load_config
+    from spark_jobs.interfaces.status import pipeline_status
     from spark_jobs.quality.tables import Snapshot
-    from spark_jobs.status import pipeline_status
 
     archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
     batch = {"max_records": 20, "pass_max_records": 20}
@@ -179,8 +179,8 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
     """Passes that run on the driver and are too big to read ahead take their records from what
     the ingest's first read collected beside the sort keys, not from ``staging``: the same rows
     (columns, types, order, values) as staging holds, and so the same tables."""
-    import spark_jobs.replay as replay_module
-    from spark_jobs.ordering import collect_in_replay_order
+    import spark_jobs.execution.replay as replay_module
+    from spark_jobs.execution.ordering import collect_in_replay_order
 
     archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
     with open(archive / "part-001.jsonl", "a") as handle:

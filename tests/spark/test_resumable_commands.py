@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from replay_helpers import cli, run_cli, snapshot, table_rows, write_archive, write_pipeline
 
-from spark_jobs.state.delta import ALL_TABLES
+from spark_jobs.execution.state.delta import ALL_TABLES
 
 pytestmark = pytest.mark.spark
 
@@ -163,7 +163,7 @@ def test_reprocess_killed_at_arbitrary_moments(spark, tmp_path, reprocessed, del
     config = finalized_copy(tmp_path, archive, finalized)
     environment = {**os.environ, "SPARK_MASTER": os.environ.get("SPARK_MASTER", "local[2]")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "spark_jobs.cli", REPROCESS[0], str(config), *REPROCESS[1:]],
+        [sys.executable, "-m", "spark_jobs.interfaces.cli", REPROCESS[0], str(config), *REPROCESS[1:]],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment, start_new_session=True,
     )
     time.sleep(delay)

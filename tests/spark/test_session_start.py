@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spark_jobs.session import class_archive_path
+from spark_jobs.execution.spark_session import class_archive_path
 
 # A session that runs one query needing Spark SQL, JSON and Delta's extension.
 _SESSION = """
 import os
-from spark_jobs.session import get_spark
+from spark_jobs.execution.spark_session import get_spark
 log = os.environ["CLASS_LOAD_LOG"]
 spark = get_spark("archive-check", master="local[1]", conf={
     "spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={log}",

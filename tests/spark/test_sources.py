@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from spark_jobs import sources
 from spark_jobs.config import SourceConfig, parse_config
 from spark_jobs.exceptions import ConfigError
-from spark_jobs.sources import (
+from spark_jobs.execution import sources
+from spark_jobs.execution.sources import (
     QUARANTINE_COLUMNS,
     QUARANTINE_REASONS,
     RECORD_COLUMNS,

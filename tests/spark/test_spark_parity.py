@@ -9,7 +9,7 @@ import pytest
 from replay_helpers import INACTIVITY_ALERT, cli, write_archive, write_pipeline
 
 from spark_jobs.config import load_config
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 # Slow tier (`make test-slow`): each case runs whole replays; see the notes in BENCHMARKS.md
 # and the issue notes for what was verified on this machine.

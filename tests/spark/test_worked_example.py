@@ -49,7 +49,7 @@ def write_example(tmp_path):
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_MASTER": "local[2]"}
     return subprocess.run(
-        [sys.executable, "-m", "spark_jobs.cli", *args], capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "spark_jobs.interfaces.cli", *args], capture_output=True, text=True, env=env,
         timeout=600,
     )
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from spark_jobs.durations import MIN_TIMESTAMP
-from spark_jobs.triggers.base import StateDescriptor
+from spark_jobs.core.durations import MIN_TIMESTAMP
+from spark_jobs.core.triggers.base import StateDescriptor
 
 
 class FakeContext:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.config import parse_config
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 #: Every record carries (None, v, id) for these aggregates, in this order.
 AGGREGATES = {"n": "count(*)", "total": "sum(v)", "ids": "collect_list(id)"}

@@ -1,12 +1,12 @@
 """An independent, per-record reference driver of Flink's ``WindowOperator`` (the test oracle).
 
 It is written the way the contract (``shared/semantics.md``) reads, one record at a time, with
-none of the engine's machinery: no :class:`~spark_jobs.watermarks.Timeline`, no
+none of the engine's machinery: no :class:`~spark_jobs.core.watermarks.Timeline`, no
 ``KeyedWindowOperator``, no micro-batches. It has its own watermark bookkeeping (computed naively
 per record), its own timer queues (a plain priority queue per time domain, as Flink's
 ``InternalTimerServiceImpl``), its own merging-window set (Flink's ``MergingWindowSet``) and its
 own window state. It reuses only what *defines* the pipeline: the window assigner, the trigger
-and the :class:`~spark_jobs.aggregates.Aggregation` from ``spark_jobs``.
+and the :class:`~spark_jobs.core.aggregates.Aggregation` from ``spark_jobs``.
 
 Per record, in replay order:
 
@@ -31,11 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_jobs.aggregates import Aggregation
 from spark_jobs.config import PipelineConfig
-from spark_jobs.durations import MAX_TIMESTAMP, MIN_TIMESTAMP
-from spark_jobs.triggers.base import StateDescriptor, TriggerResult
-from spark_jobs.windows.base import TimeWindow
+from spark_jobs.core.aggregates import Aggregation
+from spark_jobs.core.durations import MAX_TIMESTAMP, MIN_TIMESTAMP
+from spark_jobs.core.triggers.base import StateDescriptor, TriggerResult
+from spark_jobs.core.windows.base import TimeWindow
 
 EVENT, PROCESSING = "event", "processing"
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.aggregates import FUNCTIONS, AggregateSpec, Aggregation
+from spark_jobs.core.aggregates import FUNCTIONS, AggregateSpec, Aggregation
 
 SPECS = [
     AggregateSpec.parse("n", "count(*)"),

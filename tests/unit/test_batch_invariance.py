@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from pipelines import firings, late_seqs, make_config, reference_firings
 from reference import reference_replay
 
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
-from spark_jobs.windows import GLOBAL_WINDOW
+from spark_jobs.core.windows import GLOBAL_WINDOW
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 # UNIT_MAX_EXAMPLES=5000 for a longer hunt; the default keeps tests/unit well under a minute.
 EXAMPLES = int(os.environ.get("UNIT_MAX_EXAMPLES", "250"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from spark_jobs.session import class_archive_path
+from spark_jobs.execution.spark_session import class_archive_path
 
 
 def _fake_java(folder) -> str:

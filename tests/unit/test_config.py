@@ -7,10 +7,10 @@ import copy
 import pytest
 
 from spark_jobs.config import load_config, parse_config
-from spark_jobs.durations import format_duration, parse_duration
+from spark_jobs.core.durations import format_duration, parse_duration
+from spark_jobs.core.triggers import ContinuousEventTimeTrigger, PurgingTrigger
+from spark_jobs.core.windows import SlidingWindows
 from spark_jobs.exceptions import ConfigError
-from spark_jobs.triggers import ContinuousEventTimeTrigger, PurgingTrigger
-from spark_jobs.windows import SlidingWindows
 
 BASE = {
     "name": "clicks",

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.config import parse_config
-from spark_jobs.durations import MIN_TIMESTAMP
+from spark_jobs.core.durations import MIN_TIMESTAMP
+from spark_jobs.core.watermarks import WatermarkState, compute_timeline
 from spark_jobs.exceptions import ConfigError
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
-from spark_jobs.watermarks import WatermarkState, compute_timeline
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 EXAMPLES = int(os.environ.get("UNIT_MAX_EXAMPLES", "250"))
 SETTINGS = settings(max_examples=max(1, EXAMPLES // 2), deadline=None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from spark_jobs.config import parse_config
-from spark_jobs.state.journal import (
+from spark_jobs.execution.state.journal import (
     JOURNAL_NAME,
     Operation,
     clear_operation,

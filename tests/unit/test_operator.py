@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from pipelines import ids_timings, late_seqs, make_config, records, replay
 
-from spark_jobs.durations import MIN_TIMESTAMP
-from spark_jobs.keyed import operator_spec, process_key
-from spark_jobs.operator import EARLY, LATE, ON_TIME, timer_timing
-from spark_jobs.watermarks import Timeline
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.durations import MIN_TIMESTAMP
+from spark_jobs.core.engine.keyed import process_key
+from spark_jobs.core.engine.operator import EARLY, LATE, ON_TIME, timer_timing
+from spark_jobs.core.watermarks import Timeline
+from spark_jobs.core.windows import TimeWindow
+from spark_jobs.pipeline_spec import operator_spec
 
 TUMBLING = {"type": "tumbling", "size": 10}
 

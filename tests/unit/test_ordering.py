@@ -6,7 +6,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.ordering import RUNNING_MAX, key_columns, replay_positions
+from spark_jobs.execution.ordering import RUNNING_MAX, key_columns, replay_positions
 
 INGEST_ORDER = ["_ingest_time", "_partition", "_offset", "_file_index", "_line"]
 JOIN_ORDER = ["_ingest_time", "_input", "_partition", "_offset", "_file_index", "_line"]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from spark_jobs import recovery
+from spark_jobs.execution import recovery
 
 
 def orphan(seconds: float) -> subprocess.Popen:

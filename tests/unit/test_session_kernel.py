@@ -16,11 +16,11 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from test_window_kernel import SETTINGS, archives, pipelines, run_both, split
 
-from spark_jobs import session_kernel
-from spark_jobs.keyed import process_key, process_key_columns
-from spark_jobs.operator import WindowStateRow
-from spark_jobs.watermarks import Timeline
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.engine import session_kernel
+from spark_jobs.core.engine.keyed import process_key, process_key_columns
+from spark_jobs.core.engine.operator import WindowStateRow
+from spark_jobs.core.watermarks import Timeline
+from spark_jobs.core.windows import TimeWindow
 
 
 @st.composite

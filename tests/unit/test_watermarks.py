@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.config import WatermarkConfig
-from spark_jobs.durations import MAX_TIMESTAMP, MIN_TIMESTAMP
-from spark_jobs.watermarks import WatermarkState, compute_timeline
+from spark_jobs.core.durations import MAX_TIMESTAMP, MIN_TIMESTAMP
+from spark_jobs.core.watermarks import WatermarkState, compute_timeline
 
 
 def timeline(config, event_times, clocks=None, partitions=None, state=None, seq_start=0, finalize=False):

@@ -21,13 +21,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from spark_jobs import window_kernel
 from spark_jobs.config import parse_config
-from spark_jobs.keyed import operator_spec, process_key, process_key_columns
-from spark_jobs.operator import WindowStateRow
-from spark_jobs.state.memory import MemoryReplay, Record
-from spark_jobs.watermarks import Timeline, WatermarkState, compute_pass_timelines
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.engine import window_kernel
+from spark_jobs.core.engine.keyed import process_key, process_key_columns
+from spark_jobs.core.engine.operator import WindowStateRow
+from spark_jobs.core.watermarks import Timeline, WatermarkState, compute_pass_timelines
+from spark_jobs.core.windows import TimeWindow
+from spark_jobs.pipeline_spec import operator_spec
+from spark_jobs.testing.memory_replay import MemoryReplay, Record
 
 EXAMPLES = int(os.environ.get("UNIT_MAX_EXAMPLES", "250"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

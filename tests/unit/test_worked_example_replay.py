@@ -10,9 +10,9 @@ import pytest
 from reference import reference_replay
 
 from spark_jobs.config import parse_config
-from spark_jobs.durations import MAX_TIMESTAMP
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.durations import MAX_TIMESTAMP
+from spark_jobs.core.windows import TimeWindow
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 # id, frequency, event time (epoch ms), in arrival order.
 RECORDS = [

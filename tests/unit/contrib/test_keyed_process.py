@@ -6,7 +6,7 @@ import pytest
 
 from spark_jobs.config import parse_config
 from spark_jobs.exceptions import ConfigError
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 PROCESS = {"class": "spark_jobs.contrib.process.InactivityAlert", "params": {"gap": 10_000, "big": 9.0},
            "output": {"kind": "string", "last_seen": "long", "events": "long"}}

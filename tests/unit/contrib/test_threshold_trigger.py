@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from spark_jobs.config import parse_config
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
-from spark_jobs.triggers import EventTimeTrigger, StateDescriptor, TriggerResult, trigger_from_dict
-from spark_jobs.triggers.base import sum_merge
+from spark_jobs.core.triggers import EventTimeTrigger, StateDescriptor, TriggerResult, trigger_from_dict
+from spark_jobs.core.triggers.base import sum_merge
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 MINUTE = 60_000
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from spark_jobs.config import parse_config
-from spark_jobs.state.memory import MemoryReplay, Record, operator_spec
+from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
 # (ts, value, page): one key, one 1-minute window, the continuous trigger firing every 10 s.
 ROWS = [(1_000, 1.0, "a"), (2_000, 5.0, "b"), (12_000, 2.0, "a"), (13_000, 9.0, "c"),

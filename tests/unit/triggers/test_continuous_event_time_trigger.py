@@ -6,9 +6,9 @@ import pytest
 from fake_context import FakeContext, time_limit
 from pipelines import make_config, records, replay
 
-from spark_jobs.durations import MAX_TIMESTAMP
-from spark_jobs.triggers import ContinuousEventTimeTrigger, TriggerResult
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.durations import MAX_TIMESTAMP
+from spark_jobs.core.triggers import ContinuousEventTimeTrigger, TriggerResult
+from spark_jobs.core.windows import TimeWindow
 
 T = ContinuousEventTimeTrigger(10)
 FIRE_TIME = ContinuousEventTimeTrigger.FIRE_TIME.name
@@ -155,6 +155,6 @@ def test_global_window_with_a_continuous_trigger_can_be_finalized():
 
 
 def test_max_timestamp_is_the_global_windows_end():
-    from spark_jobs.windows import GLOBAL_WINDOW
+    from spark_jobs.core.windows import GLOBAL_WINDOW
 
     assert GLOBAL_WINDOW.max_timestamp == MAX_TIMESTAMP

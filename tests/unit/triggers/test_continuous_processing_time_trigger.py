@@ -6,8 +6,8 @@ import pytest
 from fake_context import FakeContext, time_limit
 from pipelines import ids_timings, make_config, records, replay
 
-from spark_jobs.triggers import ContinuousProcessingTimeTrigger, TriggerResult
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.triggers import ContinuousProcessingTimeTrigger, TriggerResult
+from spark_jobs.core.windows import TimeWindow
 
 T = ContinuousProcessingTimeTrigger(10)
 FIRE_TIME = ContinuousProcessingTimeTrigger.FIRE_TIME.name

@@ -6,8 +6,8 @@ import pytest
 from fake_context import FakeContext
 from pipelines import ids_timings, make_config, records, replay
 
-from spark_jobs.triggers import CountTrigger, TriggerResult
-from spark_jobs.windows import GLOBAL_WINDOW, TimeWindow
+from spark_jobs.core.triggers import CountTrigger, TriggerResult
+from spark_jobs.core.windows import GLOBAL_WINDOW, TimeWindow
 
 T = CountTrigger(3)
 W = TimeWindow(0, 10)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fake_context import FakeContext
 
-from spark_jobs.triggers import EventTimeTrigger, TriggerResult
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.triggers import EventTimeTrigger, TriggerResult
+from spark_jobs.core.windows import TimeWindow
 
 W = TimeWindow(0, 10)
 T = EventTimeTrigger()

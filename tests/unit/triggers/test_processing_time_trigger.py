@@ -5,8 +5,8 @@ from __future__ import annotations
 from fake_context import FakeContext
 from pipelines import ids_timings, make_config, records, replay
 
-from spark_jobs.triggers import ProcessingTimeTrigger, TriggerResult
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.triggers import ProcessingTimeTrigger, TriggerResult
+from spark_jobs.core.windows import TimeWindow
 
 T = ProcessingTimeTrigger()
 W = TimeWindow(0, 10)

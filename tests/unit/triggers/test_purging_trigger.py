@@ -6,7 +6,7 @@ import pytest
 from fake_context import FakeContext
 from pipelines import ids_timings, make_config, records, replay
 
-from spark_jobs.triggers import (
+from spark_jobs.core.triggers import (
     ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeTrigger,
@@ -15,7 +15,7 @@ from spark_jobs.triggers import (
     TriggerResult,
     trigger_from_dict,
 )
-from spark_jobs.windows import TimeWindow
+from spark_jobs.core.windows import TimeWindow
 
 W = TimeWindow(0, 10)
 

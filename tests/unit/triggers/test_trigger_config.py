@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.triggers import (
+from spark_jobs.core.triggers import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
     CountTrigger,
@@ -47,7 +47,7 @@ def test_defaults_and_spellings():
     ({"type": "custom"}, "custom trigger needs 'class'"),
     ({"type": "custom", "class": "NoModule"}, "import path"),
     ({"type": "custom", "class": "spark_jobs.nothing.Here"}, "cannot import trigger"),
-    ({"type": "custom", "class": "spark_jobs.windows.TumblingWindows"}, "is not a Trigger subclass"),
+    ({"type": "custom", "class": "spark_jobs.core.windows.TumblingWindows"}, "is not a Trigger subclass"),
 ])
 def test_errors(spec, message):
     with pytest.raises(ValueError) as error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.windows import assigner_from_dict
+from spark_jobs.core.windows import assigner_from_dict
 
 
 @pytest.mark.parametrize(("spec", "message"), [

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.windows import SessionWindows, TimeWindow, assigner_from_dict
+from spark_jobs.core.windows import SessionWindows, TimeWindow, assigner_from_dict
 
 S = SessionWindows.with_gap(10)
 
@@ -59,7 +59,7 @@ def test_validation_and_config_form():
 
 
 def test_other_assigners_do_not_merge():
-    from spark_jobs.windows import TumblingWindows
+    from spark_jobs.core.windows import TumblingWindows
 
     with pytest.raises(NotImplementedError):
         TumblingWindows(10).merge_windows([])

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.windows import SlidingWindows, TimeWindow, assigner_from_dict
+from spark_jobs.core.windows import SlidingWindows, TimeWindow, assigner_from_dict
 
 
 def test_latest_window_first_as_flink():

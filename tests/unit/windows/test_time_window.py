@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from spark_jobs.durations import MAX_TIMESTAMP, MIN_TIMESTAMP
-from spark_jobs.windows import GLOBAL_WINDOW, GlobalWindows, TimeWindow
-from spark_jobs.windows.base import window_start_with_offset
+from spark_jobs.core.durations import MAX_TIMESTAMP, MIN_TIMESTAMP
+from spark_jobs.core.windows import GLOBAL_WINDOW, GlobalWindows, TimeWindow
+from spark_jobs.core.windows.base import window_start_with_offset
 
 
 def test_max_timestamp_intersects_cover():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.windows import TimeWindow, TumblingWindows, assigner_from_dict
+from spark_jobs.core.windows import TimeWindow, TumblingWindows, assigner_from_dict
 
 
 def test_boundaries_are_half_open():

@@ -1,0 +1,60 @@
+"""``spark-submit spark_jobs/execution/jobs/replay_job.py PIPELINE.yaml [--until T] [--finalize]
+[--batch-size N]``.
+
+The application the Airflow ``replay_submit`` task submits; it does exactly what
+``replay run PIPELINE.yaml`` does (same code path: :func:`spark_jobs.interfaces.cli.main`). Under
+``spark-submit`` the master comes from ``--master`` of spark-submit (the Airflow connection), so
+it is read back from the running JVM and handed on, instead of the CLI's ``$SPARK_MASTER`` or
+``local[*]`` default. Also runnable as ``python -m spark_jobs.execution.jobs.replay_job``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def submitted_master() -> str | None:
+    """The ``spark.master`` spark-submit was given, or None when not launched by spark-submit."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; starts no new one
+    return SparkConf().get("spark.master", None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replay_job", description=__doc__.splitlines()[0])
+    parser.add_argument("pipeline", help="pipeline config (YAML)")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--finalize", action="store_true")
+    parser.add_argument("--until", default=None, help="replay only batches before T (interval end)")
+    parser.add_argument("--master", default=None, help="default: spark-submit's master")
+    parser.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from spark_jobs.interfaces.cli import main as cli_main
+
+    args = build_parser().parse_args(argv)
+    command = ["run", args.pipeline]
+    master = args.master or submitted_master()
+    if master:
+        command += ["--master", master]
+    if args.batch_size is not None:
+        command += ["--batch-size", str(args.batch_size)]
+    if args.until is not None:
+        command += ["--until", args.until]
+    if args.finalize:
+        command.append("--finalize")
+    if args.quiet:
+        command.append("--quiet")
+    print(f"replay_job: replay {' '.join(command)}", file=sys.stderr, flush=True)
+    return cli_main(command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

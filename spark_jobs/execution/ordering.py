@@ -1,0 +1,247 @@
+"""Replay order: the sort that numbers an ingest's accepted records (``_seq``).
+
+One archive replays in file and line order, or by ingest time when it has one (then partition,
+offset, file and line break ties). Two archives (joins) are interleaved by time as a
+timestamp-synchronising reader would (Kafka Streams' choice): by ingest time when they have one;
+otherwise always taking the input whose next record is earlier, which keeps each input's own
+order and equals a sort by each record's running maximum event time within its input. File index
+and line make every sort key unique, so the order is total and repeatable.
+
+``number_records`` attaches the numbers without moving the full rows: the narrow sort keys
+(about 40 bytes a record, collected by the caller) are sorted on the driver with Arrow, and each
+record looks its number up by its file and line (an array of positions per file, shipped to the
+executors as a file, looked up in the JVM). The full rows, raw lines included, are never
+shuffled or cached. An ingest of more than ``sort_on_driver_max_records`` records (a driver's
+memory is finite) sorts the full rows on the cluster instead; both give the same numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tempfile
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..config import PipelineConfig
+
+RUNNING_MAX = "_running_max"
+# The JVM side of the numbering (spark_jobs/execution/jvm, built by `make setup`).
+_SEQUENCE_LOOKUP = "replay_sequence"
+_SEQUENCE_LOOKUP_CLASS = "replay.ingest.ReplaySequence"
+_ROW_BITS = 33  # monotonically_increasing_id() = (partition index << 33) + row in the partition
+
+
+def order_columns(config: PipelineConfig) -> list[str]:
+    """The columns that sort accepted records into replay order (``RUNNING_MAX`` is derived)."""
+    ingest_time = config.source.ingest_time
+    if config.join is None:
+        if ingest_time:
+            return ["_ingest_time", "_partition", "_offset", "_file_index", "_line"]
+        return ["_file_index", "_line"]
+    if ingest_time:
+        return ["_ingest_time", "_input", "_partition", "_offset", "_file_index", "_line"]
+    return [RUNNING_MAX, "_input", "_file_index", "_line"]
+
+
+def key_columns(order: Sequence[str]) -> list[str]:
+    """The record columns ``order`` is computed from."""
+    if RUNNING_MAX in order:
+        return ["_event_time", "_input", "_file_index", "_line"]
+    return list(order)
+
+
+def replay_positions(keys: pa.Table, order: Sequence[str]) -> np.ndarray:
+    """Each row's 0-based position in replay order; ``keys`` holds ``key_columns(order)``.
+
+    Ascending with nulls first, as Spark's ``orderBy`` (an unset ``_offset`` is null in every
+    row). Strings compare as UTF-8 bytes in both.
+    """
+    if RUNNING_MAX in order:
+        keys = keys.append_column(RUNNING_MAX, pa.array(_running_max(keys), pa.int64()))
+    sort_keys = [(name, "ascending", "at_start") for name in order]
+    indices = pc.sort_indices(keys, sort_keys=sort_keys).to_numpy()
+    positions = np.empty(len(indices), dtype=np.int64)
+    positions[indices] = np.arange(len(indices), dtype=np.int64)
+    return positions
+
+
+def _running_max(keys: pa.Table) -> np.ndarray:
+    """Per input, the largest event time so far in file and line order."""
+    inputs = keys.column("_input").to_numpy()
+    event_time = keys.column("_event_time").to_numpy()
+    within_input = np.lexsort((keys.column("_line").to_numpy(), keys.column("_file_index").to_numpy(),
+                               inputs))
+    result = np.empty(len(event_time), dtype=np.int64)
+    for start, end in _runs(inputs[within_input]):
+        rows = within_input[start:end]
+        result[rows] = np.maximum.accumulate(event_time[rows])
+    return result
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of equal neighbours in ``values``."""
+    if not len(values):
+        return []
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]).tolist()
+    return list(zip(starts, [*starts[1:], len(values)], strict=True))
+
+
+def collect_in_replay_order(frame: DataFrame, *columns: str) -> pa.Table:
+    """``columns`` of ``frame`` (``_seq`` among them) as an Arrow table in ``_seq`` order.
+
+    Sorted on the driver: an argsort of the collected column takes milliseconds, where Spark's
+    ``orderBy`` adds a sampling job and a shuffle.
+    """
+    table = frame.select(*columns).toArrow()
+    return table.take(np.argsort(table.column("_seq").to_numpy(), kind="stable"))
+
+
+@dataclass
+class NumberedRecords:
+    """The records with ``_seq``: sorted by it within each read task, unless every archive file
+    holds its records in replay order already; records sorted on the cluster are
+    range-partitioned."""
+
+    frame: DataFrame
+    #: Numbered on the driver: the positions file the executors look the numbers up in,
+    #: removed by ``close`` once the frame is written.
+    positions_file: str | None = None
+    #: Numbered on the driver: the rows of the collected keys in replay order.
+    replay_order: np.ndarray | None = None
+
+    def close(self) -> None:
+        if self.positions_file is not None:
+            shutil.rmtree(os.path.dirname(self.positions_file), ignore_errors=True)
+
+
+def sort_key_columns(config: PipelineConfig) -> list[str]:
+    """What ``number_records`` needs collected on the driver: the order's key columns, and the
+    file index and line every record is found by."""
+    return list(dict.fromkeys([*key_columns(order_columns(config)), "_file_index", "_line"]))
+
+
+def timeline_columns(config: PipelineConfig) -> list[str]:
+    """What the watermarks are computed from, per record in replay order."""
+    columns = ["_event_time", "_ingest_time", "_partition"]
+    return [*columns, "_input"] if config.join is not None else columns
+
+
+def driver_key_columns(config: PipelineConfig) -> list[str]:
+    """What an ingest numbered on the driver collects there per record: the sort keys, then the
+    watermark timeline's columns (its passes take their timelines from them)."""
+    return list(dict.fromkeys([*sort_key_columns(config), *timeline_columns(config)]))
+
+
+def number_records(
+    spark: SparkSession, config: PipelineConfig, records: DataFrame, seq_base: int,
+    keys: pa.Table | None,
+) -> NumberedRecords:
+    """``records`` numbered ``seq_base``, ``seq_base + 1``, ... in replay order.
+
+    ``keys`` holds every record's ``sort_key_columns`` collected on the driver; the records then
+    look their numbers up by file index and line, in the JVM (``ReplaySequence``), from a table
+    of 32-bit positions per file that the driver writes and Spark ships to the executors
+    (``SparkContext.addFile``); the full rows never move. ``keys=None`` (an ingest too big for
+    the driver's memory) sorts the full rows on the cluster instead; both give the same numbers.
+    """
+    order = order_columns(config)
+    if keys is None:
+        return NumberedRecords(_number_on_cluster(records, order, seq_base))
+    from pyspark.sql import functions as F
+
+    positions = replay_positions(keys.select(key_columns(order)), order)
+    if len(positions) >= 2**31:
+        raise ValueError("an ingest numbered on the driver holds fewer than 2**31 records")
+    replay_order = np.empty(len(positions), dtype=np.int32)
+    replay_order[positions] = np.arange(len(positions), dtype=np.int32)
+    files = keys.column("_file_index").to_numpy()
+    lines = keys.column("_line").to_numpy()
+    within_file = np.lexsort((lines, files))
+    files, lines, positions = files[within_file], lines[within_file], positions[within_file]
+    del within_file
+    folder = tempfile.mkdtemp(prefix="replay-order-")
+    path = os.path.join(folder, f"positions-{uuid.uuid4().hex}.bin")
+    in_order = True  # does every file hold its records in replay order?
+    with open(path, "wb") as out:
+        runs = _runs(files)
+        out.write(b"RPOS" + struct.pack("<i", len(runs)))
+        for start, end in runs:
+            first = int(lines[start])
+            table = np.full(int(lines[end - 1]) - first + 1, -1, dtype="<i4")
+            table[lines[start:end] - first] = positions[start:end]
+            out.write(struct.pack("<iqi", int(files[start]), first, len(table)))
+            out.write(table.tobytes())
+            in_order = in_order and bool(np.all(np.diff(positions[start:end]) > 0))
+    del positions, files, lines
+    _give_back_freed_memory()
+    spark.sparkContext.addFile(path)
+    spark.udf.registerJavaFunction(_SEQUENCE_LOOKUP, _SEQUENCE_LOOKUP_CLASS, "bigint")
+    found = F.call_udf(_SEQUENCE_LOOKUP, F.lit(os.path.basename(path)), F.col("_file_index"), F.col("_line"))
+    numbered = records.withColumn("_seq", F.coalesce(
+        found + F.lit(seq_base),
+        F.raise_error(F.lit("a record has no replay position: the ingest's records changed")).cast("bigint"),
+    ))
+    # Records are read file by file in line order: when that is replay order already (an archive
+    # of partition logs), they need no sort to be stored in ranges of _seq.
+    if not in_order:
+        numbered = numbered.sortWithinPartitions("_seq")
+    return NumberedRecords(numbered, path, replay_order)
+
+
+def _give_back_freed_memory() -> None:
+    """Return the sort's freed memory to the system (~0.5 GB at 10M records, else kept by the
+    allocators for the rest of the run)."""
+    import ctypes
+
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
+def _number_on_cluster(records: DataFrame, order: list[str], seq_base: int) -> DataFrame:
+    """The same numbering by a global sort of the full rows (for ingests too big for the driver)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if RUNNING_MAX in order:
+        so_far = (
+            Window.partitionBy("_input").orderBy("_file_index", "_line")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        records = records.withColumn(RUNNING_MAX, F.max("_event_time").over(so_far))
+    ordered = (
+        records.orderBy(*order)
+        .withColumn("_mid", F.monotonically_increasing_id())
+        .persist(StorageLevel.DISK_ONLY)  # the whole ingest: see sources.read_archive
+    )
+    # monotonically_increasing_id is (partition << 33) + row: turn it into a dense rank.
+    chunks = (
+        ordered.groupBy(F.shiftright("_mid", _ROW_BITS).alias("pid"))
+        .agg(F.count("*").alias("n"), F.min("_mid").alias("first"))
+        .orderBy("pid")
+        .collect()
+    )
+    seq = F.lit(None).cast("long")
+    running = seq_base
+    pid = F.shiftright("_mid", _ROW_BITS)
+    for row in chunks:
+        seq = F.when(pid == row["pid"], F.col("_mid") - F.lit(row["first"]) + F.lit(running)).otherwise(seq)
+        running += row["n"]
+    numbered = ordered.withColumn("_seq", seq).drop("_mid")
+    if RUNNING_MAX in order:
+        numbered = numbered.drop(RUNNING_MAX)
+    return numbered.sortWithinPartitions("_seq")

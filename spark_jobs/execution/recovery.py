@@ -1,0 +1,206 @@
+"""Exactly-once replay: the pipeline lock, crash recovery, reset and reprocessing a range.
+
+* **Lock**: one replay of a pipeline at a time (``flock`` on a local lakehouse, which the OS
+  releases even on SIGKILL; an exclusive-create lease file on other file systems). A killed
+  driver's Spark JVM outlives it for a moment (it exits when its parent's pipe closes) and may
+  finish a commit in flight: the next holder of the lock waits for that JVM to be gone first.
+* **Recover**: a batch that did not write its ``replay_log`` row never happened: every output
+  table is put back with Delta RESTORE to the version the last committed batch recorded (or
+  dropped, if that batch predates the table). The batch then simply runs again.
+* **Rewind** (for a reprocess, ``spark_jobs.execution.operations``): delete the commit log's rows from a
+  pass boundary on; the tables are then ahead of the log and ``recover`` puts them back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..config import PipelineConfig
+from ..exceptions import ConcurrentRunError
+from .faults import crash_point
+from .state.delta import ALL_TABLES, BATCH_TABLES, DeltaStore
+
+LOCK_NAME = "_replay.lock"
+
+
+@contextlib.contextmanager
+def pipeline_lock(config: PipelineConfig, spark: Any = None) -> Iterator[None]:
+    """Hold the pipeline's lock for the duration of the block, or raise ConcurrentRunError."""
+    path = config.output_path
+    if "://" not in path or path.startswith("file:"):
+        local = path.removeprefix("file:")
+        os.makedirs(local, exist_ok=True)
+        with _flock(os.path.join(local, LOCK_NAME), config.name, _jvm_pid(spark)):
+            yield
+    else:
+        with _lease(spark, f"{path.rstrip('/')}/{LOCK_NAME}", config.name):
+            yield
+
+
+#: How long a new run waits for a killed run's JVM to exit by itself before killing it.
+ORPHAN_JVM_WAIT_SECONDS = 60.0
+
+
+def _jvm_pid(spark: Any) -> int | None:
+    """The pid of the session's driver JVM (None without a session)."""
+    if spark is None:
+        return None
+    return int(spark._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def _process_start(pid: int) -> str | None:
+    """When a live process started (clock ticks since boot): with its pid, names it across pid
+    reuse. None if it is gone or a zombie (or on systems without ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if len(fields) < 20 or fields[0] == "Z" else fields[19]
+
+
+def _wait_for_orphan_jvm(previous_holder: str, own_jvm: int | None) -> None:
+    """A previous holder's driver JVM, if still alive (its Python process was killed), may still
+    commit what it was writing: wait until it exits, killing it after ``ORPHAN_JVM_WAIT_SECONDS``."""
+    import re
+    import signal
+
+    found = re.search(r"jvm (\d+):(\d+)", previous_holder)
+    if not found or int(found.group(1)) == own_jvm:
+        return
+    pid, start = int(found.group(1)), found.group(2)
+    deadline = time.time() + ORPHAN_JVM_WAIT_SECONDS
+    while _process_start(pid) == start:
+        if time.time() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def _flock(lock_path: str, name: str, jvm_pid: int | None = None) -> Iterator[None]:
+    import fcntl
+
+    handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ConcurrentRunError(
+                f"pipeline {name} is already being replayed ({holder}); "
+                f"wait for it to finish (lock: {lock_path})"
+            ) from None
+        handle.seek(0)
+        _wait_for_orphan_jvm(handle.read(), jvm_pid)
+        handle.seek(0)
+        handle.truncate()
+        jvm = f" jvm {jvm_pid}:{_process_start(jvm_pid)}" if jvm_pid is not None else ""
+        handle.write(f"pid {os.getpid()}{jvm} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            # Released by this process, its writes done: no JVM of this run to wait for.
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+    finally:
+        handle.close()
+
+
+@contextlib.contextmanager
+def _lease(spark: Any, lock_uri: str, name: str) -> Iterator[None]:
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(lock_uri)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    try:
+        stream = fs.create(path, False)
+    except Exception as error:  # FileAlreadyExistsException from the JVM
+        raise ConcurrentRunError(
+            f"pipeline {name} is already being replayed (lease {lock_uri} exists); if no replay "
+            "is running, a crashed one left it: delete that file"
+        ) from error
+    stream.write(f"pid {os.getpid()}".encode())
+    stream.close()
+    try:
+        yield
+    finally:
+        fs.delete(path, False)
+
+
+def committed_log(store: DeltaStore) -> list[dict[str, Any]]:
+    if not store.exists("replay_log"):
+        return []
+    return [row.asDict() for row in store.read("replay_log").orderBy("batch_id").collect()]
+
+
+def tables_ahead(store: DeltaStore, last: dict[str, Any] | None) -> dict[str, tuple[int, int | None]]:
+    """The batch tables whose version is past what the last committed batch recorded (None: a
+    table that batch predates): ``{table: (current, recorded)}``. What ``recover`` repairs."""
+    recorded = (last or {}).get("table_versions") or {}
+    return {
+        table: (current, recorded.get(table))
+        for table, current in store.versions(BATCH_TABLES).items()
+        if recorded.get(table) is None or current > recorded[table]
+    }
+
+
+def recover(store: DeltaStore, last: dict[str, Any] | None) -> list[str]:
+    """Roll every batch table back to the last committed batch. Returns what was repaired.
+
+    Each step is one Delta commit (RESTORE) or one directory deleted, and the log row it works
+    from does not change: killed between two steps, the next run does the rest."""
+    repaired = []
+    for table, (current, version) in tables_ahead(store, last).items():
+        if version is None:
+            store.drop(table)
+            repaired.append(f"dropped {table} (created by an uncommitted batch)")
+        else:
+            store.restore(table, version)
+            repaired.append(f"restored {table} from v{current} to v{version}")
+        crash_point(f"recover:{table}")
+    return repaired
+
+
+def rewind_log(store: DeltaStore, from_batch: int) -> None:
+    """Uncommit the batches from ``from_batch`` on: their tables are then ahead of the log, as after
+    a crash, and ``recover`` puts them back. (One Delta commit; repeating it is harmless.)"""
+    if store.exists("replay_log"):
+        store.spark.sql(f"DELETE FROM delta.`{store.path('replay_log')}` WHERE batch_id >= {from_batch}")
+
+
+def pass_start(log: list[dict[str, Any]], batch_id: int) -> int:
+    """The first batch of the pass that committed ``batch_id``: a rewind can only go back to a
+    pass boundary, since the batches of a pass share one version of every table. (A pass always
+    commits to ``operator_state``, so different passes never record the same versions.)"""
+    by_id = {row["batch_id"]: row for row in log}
+    versions = by_id[batch_id]["table_versions"]
+    while batch_id - 1 in by_id and by_id[batch_id - 1]["table_versions"] == versions:
+        batch_id -= 1
+    return batch_id
+
+
+def drop_all(store: DeltaStore) -> list[str]:
+    """Delete every table of the pipeline (a reset). Returns the tables it deleted; killed half-way,
+    a repeat deletes the rest."""
+    dropped = []
+    for table in ALL_TABLES:
+        if store.version(table) is not None or _leftover(store, table):
+            store.drop(table)
+            dropped.append(table)
+            crash_point(f"reset:{table}")
+    return dropped
+
+
+def _leftover(store: DeltaStore, table: str) -> bool:
+    """Whether a table's directory is there without a readable log (a delete that was cut short)."""
+    local = store.path(table)
+    if "://" in local and not local.startswith("file:"):
+        return False  # object storage: a prefix without a log lists no version; nothing to find
+    return os.path.exists(local.removeprefix("file:"))

@@ -1,0 +1,235 @@
+"""The Spark side of one micro-batch: every key's records cogrouped with its state, run through
+:func:`spark_jobs.core.engine.keyed.process_key_columns` on the executors (Arrow in, Arrow out).
+
+The output is one DataFrame holding four kinds of rows (``_kind``): ``pane`` (a firing),
+``late`` (a late record's sequence number and watermark), ``state`` (a window's new state) and
+``leak`` (a trigger that did not clear its state). The caller persists it and writes each kind
+to its Delta table.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_right
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..config import PipelineConfig
+from ..core.durations import MIN_TIMESTAMP
+from ..core.engine.keyed import process_key_columns
+from ..core.engine.operator import OperatorSpec, WindowStateRow
+from ..core.watermarks import Timeline
+
+_ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
+_SQL_TYPES = {"string": "STRING", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN"}
+
+STATE_COLUMNS = [
+    ("window_start_ms", "long"),
+    ("window_end_ms", "long"),
+    ("is_open", "boolean"),
+    ("pane_count", "long"),
+    ("contents", "string"),
+    ("trigger_state", "string"),
+    ("event_timers", "array<long>"),
+    ("processing_timers", "array<long>"),
+]
+PANE_COLUMNS = [
+    ("pane_index", "long"),
+    ("timing", "string"),
+    ("watermark", "long"),
+    ("replay_clock", "long"),
+    ("fire_time", "long"),
+    ("emit_seq", "long"),
+    ("emit_step", "long"),
+]
+
+
+def output_columns(config: PipelineConfig) -> list[tuple[str, str]]:
+    """The union schema of the batch output (name, type) in order."""
+    columns: list[tuple[str, str]] = [("_kind", "string")]
+    columns += [(key, "string") for key in config.key]
+    columns += STATE_COLUMNS + PANE_COLUMNS
+    columns += [(f"agg_{name}", kind) for name, kind in config.outputs()]
+    columns += [("_seq", "long"), ("detail", "string"), ("_batch", "long")]
+    return columns
+
+
+def sql_type(kind: str) -> str:
+    if kind.startswith("array<"):
+        return f"ARRAY<{sql_type(kind[6:-1])}>"
+    return _SQL_TYPES[kind]
+
+
+def arrow_type(kind: str) -> pa.DataType:
+    if kind.startswith("array<"):
+        return pa.list_(arrow_type(kind[6:-1]))
+    return _ARROW_TYPES[kind]
+
+
+def output_schema(config: PipelineConfig) -> pa.Schema:
+    return pa.schema([(name, arrow_type(kind)) for name, kind in output_columns(config)])
+
+
+def output_ddl(config: PipelineConfig) -> str:
+    return ", ".join(f"`{name}` {sql_type(kind)}" for name, kind in output_columns(config))
+
+
+def make_cogroup_function(
+    config: PipelineConfig,
+    spec: OperatorSpec,
+    timeline: Timeline,
+    batches: list[tuple[int, int]] | None = None,
+) -> Any:
+    """The function Spark runs per key: ``(key, records, state) -> output rows`` as Arrow.
+
+    ``batches`` lists the pass's micro-batches as ``(first seq, batch id)`` in order: each
+    output row gets the batch of the record it was emitted at (``_batch``); state rows the last.
+    """
+    batches = batches or [(timeline.seq_start, 0)]
+    batch_starts = [start for start, _ in batches]
+    batch_ids = [batch_id for _, batch_id in batches]
+
+    def batch_of(seq: int) -> int:
+        # A finalize batch has no records: its firings sit at its start, the previous end.
+        return batch_ids[max(0, bisect_right(batch_starts, seq) - 1)]
+
+    key_names = list(config.key)
+    # A join's records carry their input (0 left, 1 right) as their only value.
+    value_columns = ["_input"] if config.join is not None else [spec_.column for spec_ in config.aggregates]
+    columns = output_columns(config)
+    schema = output_schema(config)
+    needs_element = spec.needs_element
+    output_names = [name for name, _ in config.outputs()]
+
+    def run(key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
+        key_values = tuple(scalar.as_py() for scalar in key)
+        # Spark hands a group's rows over in no particular order: restore replay order.
+        seqs = records.column("_seq").to_numpy()
+        if len(seqs) > 1 and not (seqs[1:] > seqs[:-1]).all():
+            records = records.sort_by("_seq")
+        # Arrow columns as they are: the vectorised kernel reads them without a Python object per
+        # value; the per-record operator (its fallback) converts them.
+        values = [records.column(column) if column else None for column in value_columns]
+        elements = None
+        if needs_element:
+            elements = [json.loads(raw) for raw in records.column("_raw").to_pylist()]
+        out = process_key_columns(spec, timeline, _state_rows(state), records.column("_seq"),
+                                  records.column("_event_time"), values, elements, key_values)
+        data: dict[str, list[Any]] = {name: [] for name, _ in columns}
+
+        def section(kind: str, count: int, values: dict[str, list[Any]], windows: list[Any] | None) -> None:
+            """Append ``count`` rows of one kind, column by column (rows in ``out``'s order)."""
+            fill = {**values, "_kind": [kind] * count}
+            fill.update({name: [value] * count for name, value in zip(key_names, key_values, strict=True)})
+            if windows is not None:
+                fill["window_start_ms"] = [window[0] for window in windows]
+                fill["window_end_ms"] = [window[1] for window in windows]
+            for name, column in data.items():
+                column.extend(fill.get(name) or [None] * count)
+
+        panes = out.panes
+        aggregates = list(zip(*(pane.values for pane in panes), strict=True)) if panes else []
+        section("pane", len(panes), {
+            "pane_index": [pane.pane_index for pane in panes],
+            "timing": [pane.timing for pane in panes],
+            "watermark": [pane.watermark for pane in panes],
+            "replay_clock": [pane.replay_clock for pane in panes],
+            "fire_time": [pane.fire_time for pane in panes],
+            "emit_seq": [pane.emit_seq for pane in panes],
+            "emit_step": [pane.emit_step for pane in panes],
+            "_batch": [batch_of(pane.emit_seq) for pane in panes],
+            **{f"agg_{name}": list(column) for name, column in zip(output_names, aggregates,
+                                                                  strict=bool(panes))},
+        }, [pane.window for pane in panes])
+        section("late", len(out.late), {
+            "_seq": [late.seq for late in out.late],
+            "watermark": [late.watermark for late in out.late],
+            "_batch": [batch_of(late.seq) for late in out.late],
+        }, None)
+        section("state", len(out.state), {
+            "is_open": [row.is_open for row in out.state],
+            "pane_count": [row.pane_count for row in out.state],
+            "contents": [row.contents for row in out.state],
+            "trigger_state": [row.trigger_state for row in out.state],
+            "event_timers": [row.event_timers for row in out.state],
+            "processing_timers": [row.processing_timers for row in out.state],
+            "_batch": [batch_ids[-1]] * len(out.state),
+        }, [row.window for row in out.state])
+        leaks = out.leaks
+        section("leak", len(leaks), {"detail": list(leaks), "_batch": [batch_ids[-1]] * len(leaks)}, None)
+        sides = out.sides
+        section("side", len(sides), {
+            "detail": [side.tag for side in sides],
+            "contents": [side.payload for side in sides],
+            "watermark": [side.watermark for side in sides],
+            "replay_clock": [side.replay_clock for side in sides],
+            "emit_seq": [side.emit_seq for side in sides],
+            "emit_step": [side.emit_step for side in sides],
+            "_batch": [batch_of(side.emit_seq) for side in sides],
+        }, None)
+        return pa.table(data, schema=schema)
+
+    return run
+
+
+def run_keys_on_driver(
+    function: Any, keys: list[str], records: pa.Table, state: pa.Table, schema: pa.Schema
+) -> pa.Table:
+    """What ``records.groupBy(keys).cogroup(state.groupBy(keys)).applyInArrow(function)`` computes,
+    without Spark: each key's records (in ``_seq`` order) and state rows go through the same
+    ``function``, keys in sorted order."""
+    record_groups = _groups(records, keys, "_seq")
+    state_groups = _groups(state, keys, None)
+    no_records, no_state = records.slice(0, 0), state.slice(0, 0)
+    outputs = []
+    for key in sorted(set(record_groups) | set(state_groups)):
+        scalars, group = record_groups.get(key, (None, no_records))
+        if scalars is None:
+            scalars = state_groups[key][0]
+        outputs.append(function(scalars, group, state_groups.get(key, (None, no_state))[1]))
+    return pa.concat_tables(outputs) if outputs else schema.empty_table()
+
+
+def _groups(table: pa.Table, keys: list[str], order: str | None) -> dict[tuple, tuple[tuple, pa.Table]]:
+    """``table`` cut by its ``keys`` columns: ``{key values: (key as Arrow scalars, rows)}``."""
+    if table.num_rows == 0:
+        return {}
+    sort_keys = [(key, "ascending") for key in keys] + ([(order, "ascending")] if order else [])
+    table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
+    starts = np.zeros(table.num_rows, dtype=bool)
+    starts[0] = True
+    for key in keys:
+        column = table.column(key)
+        starts[1:] |= pc.not_equal(column.slice(1), column.slice(0, len(column) - 1)).to_numpy(
+            zero_copy_only=False)
+    bounds = [*np.flatnonzero(starts).tolist(), table.num_rows]
+    groups = {}
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        scalars = tuple(table.column(key)[start] for key in keys)
+        groups[tuple(scalar.as_py() for scalar in scalars)] = (scalars, table.slice(start, end - start))
+    return groups
+
+
+def _state_rows(state: pa.Table) -> list[WindowStateRow]:
+    if state.num_rows == 0:
+        return []
+    columns = {name: state.column(name).to_pylist() for name, _ in STATE_COLUMNS}
+    return [
+        WindowStateRow(
+            (columns["window_start_ms"][i], columns["window_end_ms"][i]),
+            bool(columns["is_open"][i]),
+            int(columns["pane_count"][i] or 0),
+            columns["contents"][i],
+            columns["trigger_state"][i],
+            columns["event_timers"][i] or [],
+            columns["processing_timers"][i] or [],
+        )
+        for i in range(state.num_rows)
+    ]
+
+
+def is_global(window_start_ms: int) -> bool:
+    return window_start_ms == MIN_TIMESTAMP

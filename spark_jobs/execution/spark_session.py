@@ -1,0 +1,346 @@
+"""The one SparkSession factory: Delta configured, jars from the project cache, no network.
+
+Delta's JVM jars are resolved once by ``python -m spark_jobs.execution.spark_session --fetch-jars``
+(the set-up step) into ``.cache/ivy`` through Spark's own Ivy resolver; every later session loads them from
+there with ``spark.jars``, so runs never reach Maven Central.
+
+The set-up step also compiles the project's own JVM code (``spark_jobs/execution/jvm``: the JSON Lines
+reader) against the installed Spark's jars into ``.cache/ivy/project`` (``--build-jar``, needs a
+JDK's ``javac``); sessions load it like Delta's jars.
+
+The set-up step also records which JVM classes a session loads into a class-data-sharing archive
+(``--build-class-archive``, JDK AppCDS) under ``.cache/jvm``. A local driver maps them from it
+instead of loading thousands of Spark classes from jars: a session starts about 3 s sooner on
+this machine. Without the archive, or when the JVM finds it does not match (another JDK build,
+another Spark), the driver simply starts the slow way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+# The pip package delta-spark 4.4.1 pairs with jar 4.4.1, but the Maven Central this project
+# reaches serves io.delta:delta-spark_4.2_2.13 only up to 4.4.0. The Python sides of 4.4.0 and
+# 4.4.1 are identical but for their version string, so the 4.4.0 jar is the exact JVM half.
+DELTA_PACKAGE = os.environ.get("REPLAY_DELTA_PACKAGE", "io.delta:delta-spark_4.2_2.13:4.4.0")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+JAR_CACHE = Path(os.environ.get("REPLAY_JAR_CACHE", PROJECT_ROOT / ".cache" / "ivy"))
+CLASS_ARCHIVE_DIR = Path(os.environ.get("REPLAY_CLASS_ARCHIVE_DIR", PROJECT_ROOT / ".cache" / "jvm"))
+# A stale or foreign archive is not an error: the JVM falls back to normal class loading, and
+# these keep it from printing CDS warnings into every command's output when it does.
+_QUIET_CDS = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+# HotSpot never JIT-compiles a method over 8000 bytes of bytecode; whole-stage codegen makes such
+# methods for wide projections (validating a record, staging it), which then run interpreted, up
+# to four times slower (measured: staging 10M records, 40 s against 10 s). Spark's docs name this.
+# A run is a short batch process on few cores, where the JVM's own threads take cores from tasks:
+# the parallel collector has no concurrent threads (G1's do), and C2 compiles only code called
+# 100,000 times rather than 5,000 (the JIT compiled for ~25 s of a 22 s, 1M-event replay, mostly
+# code that is warm, not hot). Measured (docs/bench/history.md, "24 November, afternoon"): 1M
+# events 21.7 -> ~19 s, 10M 81.1 -> 74.7 s and 147 -> 130 CPU-seconds, one-batch passes no slower.
+JVM_OPTIONS = " ".join([
+    "-XX:-DontCompileHugeMethods",
+    "-XX:+UseParallelGC",
+    "-XX:Tier4InvocationThreshold=100000",
+    "-XX:Tier4MinInvocationThreshold=50000",
+    "-XX:Tier4CompileThreshold=150000",
+    "-XX:Tier4BackEdgeThreshold=400000",
+])
+
+_LOCAL_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # Local mode runs the executors in the driver's JVM. 2 GiB keeps a 10M-event replay's whole
+    # process tree under 4 GiB (3 GiB measured 4.45 GiB); caches live on disk (see read_archive).
+    "spark.driver.memory": os.environ.get("REPLAY_DRIVER_MEMORY", "2g"),
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Fewer, larger Arrow batches: collecting an ingest's 10M sort keys to the driver takes 10 s
+    # with batches of 200,000 rows against 13.5 s with the default 10,000.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
+    # Caches here are short-lived and read back once or twice (the parsed archive, a pass's
+    # output): Spark's column encoders cost more CPU than the bytes they save (measured: the
+    # parse cache of 1M events 2.4 s faster, for 4x the local disk it briefly occupies).
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
+    "spark.sql.adaptive.enabled": "true",
+    # Replaying a table's small log in one task: an overwrite, which lists what it replaces, costs a
+    # quarter less than with two (operator_state is overwritten every pass).
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.databricks.delta.retentionDurationCheck.enabled": "true",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
+}
+
+
+JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
+
+
+class JarsMissingError(RuntimeError):
+    pass
+
+
+def project_jars() -> list[str]:
+    """Every jar a session needs: Delta's and the project's own; raises with the set-up command
+    when either is missing."""
+    jar = replay_jar_path()
+    if not jar.is_file():
+        raise JarsMissingError(
+            f"the project's JVM code is not built ({jar}); run `make setup` "
+            "(or `python -m spark_jobs.execution.spark_session --build-jar`, which needs a JDK's javac)"
+        )
+    return [*delta_jars(), str(jar)]
+
+
+def replay_jar_path() -> Path:
+    """The jar of ``spark_jobs/execution/jvm`` for this Spark version and these sources (it may not exist)."""
+    from pyspark import __version__ as spark_version
+
+    digest = hashlib.sha256()
+    for source in sorted(JVM_SOURCES.rglob("*.java")):
+        digest.update(source.relative_to(JVM_SOURCES).as_posix().encode())
+        digest.update(source.read_bytes())
+    return JAR_CACHE / "project" / f"replay-spark{spark_version}-{digest.hexdigest()[:12]}.jar"
+
+
+def build_replay_jar() -> Path:
+    """Compile ``spark_jobs/execution/jvm`` against the installed Spark's jars (once per version of both)."""
+    import tempfile
+    import zipfile
+
+    import pyspark
+
+    target = replay_jar_path()
+    if target.is_file():
+        return target
+    javac = _java_binary("javac")
+    if javac is None:
+        raise RuntimeError("a JDK's javac is required to build spark_jobs/execution/jvm "
+                           "(e.g. openjdk-17-jdk-headless)")
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        classes = Path(scratch) / "classes"
+        sources = [str(p) for p in sorted(JVM_SOURCES.rglob("*.java"))]
+        subprocess.run(
+            [javac, "--release", "17", "-nowarn", "-cp", f"{spark_jars}/*", "-d", str(classes), *sources],
+            check=True,
+        )
+        partial = Path(scratch) / target.name
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+        for stale in target.parent.glob("replay-*.jar"):
+            stale.unlink(missing_ok=True)
+        os.replace(partial, target)  # whole or not at all, even with concurrent set-ups
+    return target
+
+
+def delta_jars() -> list[str]:
+    """The cached Delta jars; raises with the set-up command when they are missing."""
+    jars = sorted((JAR_CACHE / "jars").glob("*.jar"))
+    if not any("delta-spark" in jar.name for jar in jars):
+        raise JarsMissingError(
+            f"Delta jars are not in {JAR_CACHE}/jars; run `make setup` "
+            "(or `python -m spark_jobs.execution.spark_session --fetch-jars`) once with network access"
+        )
+    return [str(jar) for jar in jars]
+
+
+def fetch_jars() -> list[str]:
+    """Resolve Delta and its dependencies from Maven Central into the project cache."""
+    try:
+        return delta_jars()
+    except JarsMissingError:
+        pass
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("fetch-delta-jars")
+        .config("spark.jars.packages", DELTA_PACKAGE)
+        .config("spark.jars.ivy", str(JAR_CACHE))
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.stop()
+    return delta_jars()
+
+
+def spark_master(master: str | None = None) -> str:
+    return master or os.environ.get("SPARK_MASTER") or "local[*]"
+
+
+def get_spark(
+    app_name: str = "replay", master: str | None = None, conf: dict[str, Any] | None = None
+):
+    """Return the active session, or build one with Delta and sensible local settings.
+
+    ``master`` (or ``SPARK_MASTER``) may be a standalone URL such as ``spark://host:7077``; the
+    same code then runs unchanged on the cluster.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    _check_java()
+    python = sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", python)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", python)
+    builder = (
+        SparkSession.builder.master(spark_master(master))
+        .appName(app_name)
+        .config("spark.jars", ",".join(project_jars()))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.pyspark.python", python)
+    )
+    for key, value in _LOCAL_DEFAULTS.items():
+        builder = builder.config(key, value)
+    conf = dict(conf or {})
+    # The caller's own JVM options come last, so that they win.
+    driver_options = [JVM_OPTIONS, conf.get("spark.driver.extraJavaOptions", "")]
+    archive = class_archive_path()
+    if archive.is_file():
+        driver_options.insert(0, f"-XX:SharedArchiveFile={archive} {_QUIET_CDS}")
+    conf["spark.driver.extraJavaOptions"] = " ".join(o for o in driver_options if o)
+    executor_options = conf.get("spark.executor.extraJavaOptions", "")
+    conf["spark.executor.extraJavaOptions"] = f"{JVM_OPTIONS} {executor_options}".strip()
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("REPLAY_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def class_archive_path() -> Path:
+    """This machine's class-data archive for the driver JVM (it may not exist yet).
+
+    Named after what it was built from (the Spark version and the ``java`` binary), so that an
+    upgrade of either makes set-up build a new one rather than keep a useless old one.
+    """
+    from pyspark import __version__ as spark_version
+
+    java = _java_binary()
+    java_id = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "none"
+    digest = hashlib.sha256(f"{spark_version}|{java_id}".encode()).hexdigest()[:12]
+    return CLASS_ARCHIVE_DIR / f"driver-spark{spark_version}-{digest}.jsa"
+
+
+def build_class_archive() -> Path | None:
+    """Run a representative session in a child process and archive the classes it loaded.
+
+    The JVM writes the archive when it exits; returns its path, or None if none was written
+    (the product works the same without it, only starts slower).
+    """
+    target = class_archive_path()
+    if target.is_file():
+        return target
+    print(f"setup: archiving the Spark driver's classes into {target.parent} (once, about half a minute)",
+          file=sys.stderr, flush=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Per process: two set-ups running at once must not write into the same file.
+    partial = target.with_suffix(f".{os.getpid()}.partial")
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "spark_jobs.execution.spark_session", "--class-archive-workload",
+             str(partial)],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        if not partial.is_file():
+            return None
+        for stale in target.parent.glob("driver-*.jsa"):
+            if stale != target:
+                stale.unlink(missing_ok=True)  # a running JVM keeps its mapping of an unlinked file
+        os.replace(partial, target)
+        return target
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _class_archive_workload(partial: Path) -> None:
+    """What a replay's driver does, in miniature: JSON parsing, Arrow UDFs, Delta writes and MERGE."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    spark = get_spark("class-archive", conf={
+        "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} {_QUIET_CDS}",
+    })
+    scratch = partial.with_suffix(".workload")
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        lines = spark.range(1000).select(F.to_json(F.struct(
+            (F.col("id") * 1000).alias("ts"), (F.col("id") % 7).cast("string").alias("key"),
+        )).alias("raw"))
+        parsed = lines.select(F.from_json("raw", "ts string, key string").alias("j")).select("j.*")
+        typed = parsed.select(F.col("ts").try_cast("bigint").alias("ts"), "key")
+
+        def passthrough(left: pa.Table, right: pa.Table) -> pa.Table:
+            return left
+
+        grouped = typed.groupBy("key").cogroup(typed.groupBy("key")).applyInArrow(
+            passthrough, "ts long, key string"
+        )
+        grouped.write.format("delta").mode("overwrite").save(str(scratch / "t"))
+        from delta.tables import DeltaTable
+
+        (
+            DeltaTable.forPath(spark, str(scratch / "t")).alias("t")
+            .merge(typed.alias("s"), "t.key = s.key AND t.ts = s.ts")
+            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        )
+        spark.read.format("delta").load(str(scratch / "t")).groupBy("key").count().toArrow()
+    finally:
+        gateway = spark.sparkContext._gateway.proc  # the driver JVM process
+        spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    # The JVM exits when its stdin closes and writes the archive on the way out: wait for that.
+    gateway.stdin.close()
+    gateway.wait(timeout=300)
+
+
+def _java_binary(tool: str = "java") -> str | None:
+    """The JDK tool spark-submit's JVM comes with: ``$JAVA_HOME/bin/<tool>``, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.isfile(os.path.join(home, "bin", tool)):
+        return os.path.join(home, "bin", tool)
+    return shutil.which(tool)
+
+
+def _check_java() -> None:
+    if not _java_binary():
+        raise RuntimeError("Java 17 or newer is required by Spark: install a JDK (e.g. openjdk-17)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--fetch-jars", action="store_true", help="resolve Delta jars into the cache")
+    parser.add_argument("--build-jar", action="store_true",
+                        help="compile spark_jobs/execution/jvm into the cache")
+    parser.add_argument(
+        "--build-class-archive", action="store_true",
+        help="archive the driver JVM's classes for faster session start (once, after --fetch-jars)",
+    )
+    parser.add_argument("--class-archive-workload", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.fetch_jars:
+        for jar in fetch_jars():
+            print(jar)
+    if args.build_jar:
+        print(build_replay_jar())
+    if args.build_class_archive:
+        print(build_class_archive() or "no class archive written (sessions start without one)")
+    if args.class_archive_workload:
+        _class_archive_workload(args.class_archive_workload)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""The Delta-backed store of one pipeline: every table it writes, named by table verbs.
+
+The only module that talks to Delta directly. Exactly-once rests on the ``replay_log``: a batch
+is committed when its log row is written, and that row records every output table's version.
+A batch interrupted before its log row is rolled back with Delta ``RESTORE`` to the versions of
+the last committed batch (see ``spark_jobs.execution.recovery``), then simply run again. (Delta's
+``txnAppId``/``txnVersion`` writes were measured at 0.8-2.4 s per commit here, against 0.3 s
+for a plain append, because each one reconstructs the table's transaction state.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spark_jobs.config import PipelineConfig
+
+#: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
+BATCH_TABLES = (
+    "window_results", "window_latest", "late_events", "operator_state", "process_results", "side_outputs",
+    "join_results",
+)
+TABLES = (
+    "window_results",
+    "window_latest",
+    "late_events",
+    "quarantine",
+    "operator_state",
+    "replay_log",
+    "source_files",
+    "staging",
+    "process_results",
+    "side_outputs",
+    "join_results",
+)
+#: Every table a pipeline may have (a reset deletes them): the replay's own, and those written
+#: beside it (data-quality results, reprocessing history).
+ALL_TABLES = (*TABLES, "dq_results", "reprocess_history")
+#: Properties of every table the store creates (write options that Delta applies at creation and
+#: ignores afterwards). A pass commits once to each of its tables: with Delta's default checkpoint
+#: every 10 commits, every 10th pass wrote four checkpoints (one-batch passes: mean 1.50 -> 1.30 s
+#: with 100); replaying up to 99 small JSON commits reads a table no slower than a checkpoint.
+NEW_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
+
+
+@dataclass
+class DeltaStore:
+    spark: Any
+    config: PipelineConfig
+
+    def path(self, table: str) -> str:
+        return self.config.table_path(table)
+
+    def exists(self, table: str) -> bool:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.isDeltaTable(self.spark, self.path(table))
+
+    def read(self, table: str, version: int | None = None):
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(self.path(table))
+
+    def version(self, table: str) -> int | None:
+        """The table's latest version (None when it does not exist)."""
+        return self.versions([table]).get(table)
+
+    def versions(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
+        """The latest version of each of these tables that exists, from listings of their
+        ``_delta_log`` in one JVM call (no Spark job)."""
+        jvm = self.spark._jvm
+        paths = self.spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(tables))
+        for index, table in enumerate(tables):
+            paths[index] = self.path(table)
+        found = jvm.replay.delta.LogVersions.latest(self.spark._jsc.hadoopConfiguration(), paths)
+        return {table: version for table, version in zip(tables, found, strict=True) if version >= 0}
+
+    def append_batch(self, df, table: str, batch_id: int) -> None:
+        """Append one batch's rows; the commit is tagged with the batch for ``history``."""
+        self._writer(df, "append").option("userMetadata", f"batch={batch_id}").save(self.path(table))
+
+    def overwrite_batch(self, df, table: str, batch_id: int) -> None:
+        writer = self._writer(df, self._replacing(table))
+        writer.option("userMetadata", f"batch={batch_id}").save(self.path(table))
+
+    @staticmethod
+    def _writer(df, mode: str):
+        return df.write.format("delta").mode(mode).options(**NEW_TABLE_PROPERTIES)
+
+    def read_state(self, last: Any):
+        """``operator_state`` as the committed ``replay_log`` row ``last`` left it: the table at the
+        version that row records, and of the snapshots it holds (one per pass since its last
+        overwrite, each tagged with its pass's last batch) the one of that row's pass."""
+        from pyspark.sql import functions as F
+
+        version = last["table_versions"].get("operator_state")
+        return self.read("operator_state", version).where(F.col("batch_id") == last["batch_id"])
+
+    def _replacing(self, table: str) -> str:
+        """The write mode that replaces a table's rows: an overwrite lists the files it replaces
+        (several jobs); a new table has none, and an append creates it the same."""
+        return "overwrite" if self.exists(table) else "append"
+
+    def optimize(self, table: str) -> None:
+        """Compact small files (Delta OPTIMIZE)."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.path(table)).optimize().executeCompaction()
+
+    def vacuum(self, table: str, retention_hours: int) -> None:
+        """Delete files no version within the retention needs. Rewinds (reprocess, recovery) can
+        only reach versions inside this retention."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.path(table)).vacuum(retention_hours)
+
+    def restore(self, table: str, version: int) -> None:
+        """Delta RESTORE: the table as it was at ``version`` (a new commit; history is kept)."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self.path(table)).restoreToVersion(version)
+
+    def drop(self, table: str) -> None:
+        """Delete a table's directory (one created by a batch that never committed)."""
+        jvm = self.spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(self.path(table))
+        path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+
+    def replace_where(
+        self, df, table: str, predicate: str, stats_columns: tuple[str, ...] = (),
+        row_group_bytes: int = 0, unique_columns: tuple[str, ...] = (),
+    ) -> None:
+        """Overwrite just the rows matching ``predicate``: idempotent by replacement.
+
+        ``row_group_bytes`` (0: Parquet's default) cuts each file into row groups of about that
+        size, so that reads filtering on a column stored in ranges skip most of a file by its
+        row groups' statistics, without the cost of writing many small files.
+        ``stats_columns`` limits the file statistics of a new table to the columns reads filter
+        on (the default, every one of the first 32, costs a fifth of a wide table's write).
+        ``unique_columns`` (a value per row, such as raw lines) are written without the
+        dictionary Parquet would build and then give up on (10M staged records: 19.5 s against
+        23.5 s, the same size).
+        """
+        mode = self._replacing(table)
+        writer = self._writer(df, mode)
+        if row_group_bytes:
+            writer = writer.option("parquet.block.size", row_group_bytes)
+        for column in unique_columns:
+            writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+        if mode == "overwrite":
+            writer = writer.option("replaceWhere", predicate)
+        elif stats_columns:
+            writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
+        writer.save(self.path(table))
+
+    def merge_latest_panes(self, panes, keys: list[str], batch_id: int) -> None:
+        """Upsert each (key, window)'s newest pane into ``window_latest`` with Delta MERGE."""
+        from delta.tables import DeltaTable
+
+        table = "window_latest"
+        if not self.exists(table):
+            # A new table: every pane is an insert, which a plain write makes without MERGE's join
+            # (the properties below are the table's from its first version on).
+            (
+                self._writer(panes, "append")
+                .option("delta.enableChangeDataFeed", "true")
+                # MERGE marks replaced rows in deletion vectors instead of rewriting files.
+                .option("delta.enableDeletionVectors", "true")
+                .option("userMetadata", f"batch={batch_id}")
+                .save(self.path(table))
+            )
+            return
+        match = " AND ".join(
+            [f"t.`{k}` = s.`{k}`" for k in keys]
+            + ["t.window_start <=> s.window_start", "t.window_end <=> s.window_end"]
+        )
+        (
+            DeltaTable.forPath(self.spark, self.path(table))
+            .alias("t")
+            .merge(panes.alias("s"), match)
+            .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index OR s.batch_id > t.batch_id")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )

@@ -1,0 +1,471 @@
+"""Airflow-facing logic: what the DAGs under ``dags/`` wire, so that DAG files stay thin.
+
+Nothing here touches Spark or Delta when a DAG file is parsed. Parse-time helpers
+(``discover_pipelines``, ``timetable``, ``pipeline_asset`` ...) only read the pipeline YAML files;
+the task callables (``replay_interval``, ``reprocess_range``, ``validate_quality``) import the
+engine lazily and run when a task runs.
+
+* **Backfill** (``replay__<name>``, one DAG per file in ``REPLAY_PIPELINES_DIR``): the run of a
+  data interval ingests what is new in the archive, then replays the staged batches whose replay
+  clock is before the interval's end (``run_pipeline(until_ms=...)``, ``replay run --until``);
+  later batches wait for their interval. Committed batches are skipped, so re-running an interval
+  is a no-op. ``finalize=True`` ends the input (watermark to +infinity) once every staged batch
+  is replayed.
+* **Reprocess** (``replay_reprocess``): validated params, then ``spark_jobs.execution.operations.reprocess``
+  (resumable: a retry after a kill finishes the interrupted reprocess).
+* **Quality** (``replay_quality``): scheduled on the pipelines' assets; calls
+  ``spark_jobs.quality.validate_pipeline`` and fails the task when a suite fails.
+* **Spark mode**: ``REPLAY_SPARK_MODE`` (Airflow Variable, else environment) is ``local`` (default:
+  an in-process session from ``spark_jobs.execution.spark_session.get_spark``) or ``submit``
+  (``spark-submit`` of ``spark_jobs/execution/jobs/replay_job.py`` through the ``spark_default``
+  connection, whose host/port is the master, e.g. ``spark://spark-master:7077`` or ``local[2]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import PipelineConfig, load_config
+from ..exceptions import ConfigError
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_PIPELINES_DIR = PROJECT_ROOT / "include" / "pipelines"
+REPLAY_JOB = Path(__file__).resolve().parents[1] / "execution" / "jobs" / "replay_job.py"
+DEFAULT_INTERVAL = "@hourly"
+OWNER = "data-platform"
+TAGS = ("flink-replay",)
+SPARK_MODES = ("local", "submit")
+MODE_VARIABLE = "REPLAY_SPARK_MODE"
+SPARK_CONN_ID = "spark_default"
+_CRON_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
+
+
+# ---- parse time: configs, schedules, assets (no Spark, no Delta, no Airflow DB) -------------------
+def pipelines_dir() -> Path:
+    """Where the pipeline configs are: ``REPLAY_PIPELINES_DIR``, default ``include/pipelines``."""
+    return Path(os.environ.get("REPLAY_PIPELINES_DIR") or DEFAULT_PIPELINES_DIR)
+
+
+def base_dir() -> str:
+    """What relative paths in configs resolve against: ``REPLAY_BASE_DIR``, default the project.
+
+    An Airflow worker's working directory is arbitrary, so the CLI's default (the current
+    directory) would scatter tables; the project root is the stable equivalent.
+    """
+    return os.environ.get("REPLAY_BASE_DIR") or str(PROJECT_ROOT)
+
+
+@contextlib.contextmanager
+def _base_dir_env() -> Iterator[None]:
+    previous = os.environ.get("REPLAY_BASE_DIR")
+    os.environ["REPLAY_BASE_DIR"] = base_dir()
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("REPLAY_BASE_DIR", None)
+        else:
+            os.environ["REPLAY_BASE_DIR"] = previous
+
+
+def load_pipeline(path: str | os.PathLike[str]) -> PipelineConfig:
+    """``load_config`` with relative paths resolved against :func:`base_dir`."""
+    with _base_dir_env():
+        return load_config(path)
+
+
+def discover_pipelines(directory: str | os.PathLike[str] | None = None) -> list[PipelineConfig]:
+    """Every ``*.yaml``/``*.yml`` config in the directory, sorted by file name, fully validated.
+
+    A bad file raises ConfigError naming the file and field (the DAG file then shows an import
+    error) rather than silently losing that pipeline's schedule.
+    """
+    folder = Path(directory) if directory is not None else pipelines_dir()
+    files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+    configs, seen = [], {}
+    for path in files:
+        config = load_pipeline(path)
+        schedule_settings(config)  # validate the schedule too, before any DAG is built
+        if config.name in seen:
+            raise ConfigError("name", f"pipeline {config.name!r} is also defined in {seen[config.name]}",
+                              str(path))
+        seen[config.name] = str(path)
+        configs.append(config)
+    return configs
+
+
+def dag_id(config: PipelineConfig) -> str:
+    return f"replay__{config.name}"
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    interval: str
+    start: dt.datetime
+
+
+def schedule_settings(config: PipelineConfig) -> ScheduleSettings:
+    """The validated ``schedule:`` of a config: interval (default @hourly) and an aware start."""
+    source = config.config_path
+    interval = (config.schedule.interval or DEFAULT_INTERVAL).strip()
+    if interval.startswith("@") and interval not in _CRON_PRESETS:
+        raise ConfigError("schedule.interval", f"must be one of {', '.join(_CRON_PRESETS)}, a cron "
+                          f"expression or a duration such as 15m, not {interval!r}", source)
+    if not interval.startswith("@") and len(interval.split()) != 5:
+        _interval_delta(interval, source)
+    else:
+        _check_cron(interval, source)
+    if not config.schedule.start:
+        raise ConfigError("schedule.start", "is required to schedule the pipeline in Airflow: the "
+                          "first interval's start, ISO-8601 with a zone (e.g. 2023-11-14T22:00:00Z)",
+                          source)
+    try:
+        start = dt.datetime.fromisoformat(config.schedule.start.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise ConfigError("schedule.start", f"not an ISO-8601 time: {config.schedule.start!r}",
+                          source) from error
+    if start.tzinfo is None:
+        raise ConfigError("schedule.start", "needs a time zone, e.g. 2023-11-14T22:00:00Z", source)
+    return ScheduleSettings(interval, start.astimezone(dt.UTC))
+
+
+def _interval_delta(interval: str, source: str | None) -> dt.timedelta:
+    from ..core.durations import parse_duration
+
+    try:
+        ms = parse_duration(interval)
+    except ValueError as error:
+        raise ConfigError("schedule.interval", f"{error}; or use a cron preset/expression",
+                          source) from error
+    if ms <= 0:
+        raise ConfigError("schedule.interval", "must be positive", source)
+    return dt.timedelta(milliseconds=ms)
+
+
+def _check_cron(expression: str, source: str | None) -> None:
+    from airflow.sdk import CronDataIntervalTimetable
+
+    try:
+        CronDataIntervalTimetable(expression, timezone="UTC").validate()
+    except Exception as error:  # AirflowTimetableInvalid; croniter's own errors vary by version
+        raise ConfigError("schedule.interval", f"not a valid cron expression: {error}", source) from error
+
+
+def timetable(config: PipelineConfig) -> Any:
+    """A data-interval timetable: each run covers ``[data_interval_start, data_interval_end)``."""
+    from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
+
+    settings = schedule_settings(config)
+    if settings.interval.startswith("@") or len(settings.interval.split()) == 5:
+        return CronDataIntervalTimetable(settings.interval, timezone="UTC")
+    return DeltaDataIntervalTimetable(_interval_delta(settings.interval, config.config_path))
+
+
+def start_date(config: PipelineConfig) -> dt.datetime:
+    return schedule_settings(config).start
+
+
+def output_uri(config: PipelineConfig) -> str:
+    path = config.output_path
+    return path if "://" in path else Path(path).as_uri()
+
+
+def pipeline_asset(config: PipelineConfig) -> Any:
+    """The Airflow asset standing for a pipeline's output tables (updated by backfill/reprocess)."""
+    from airflow.sdk import Asset
+
+    return Asset(name=f"replay_output__{config.name}", uri=output_uri(config), group="flink-replay",
+                 extra={"pipeline": config.name})
+
+
+def reprocessed_alias() -> Any:
+    """Reprocessing emits the chosen pipeline's asset event through this alias at run time."""
+    from airflow.sdk import AssetAlias
+
+    return AssetAlias("replay_reprocessed")
+
+
+def default_args(**overrides: Any) -> dict[str, Any]:
+    args = {
+        "owner": OWNER,
+        "retries": 2,
+        "retry_delay": dt.timedelta(minutes=2),
+        "retry_exponential_backoff": 2.0,
+        "execution_timeout": dt.timedelta(hours=2),
+    }
+    args.update(overrides)
+    return args
+
+
+def tags(*extra: str) -> list[str]:
+    return [*TAGS, *extra]
+
+
+def backfill_doc(config: PipelineConfig) -> str:
+    settings = schedule_settings(config)
+    description = config.raw.get("description") or ""
+    return f"""\
+### Replay `{config.name}` ({config.config_path})
+
+{description}
+
+Each run ingests what is new in the archive `{config.source.path}` and replays the batches whose
+replay clock is before the end of its data interval into the Delta tables under
+`{config.output_path}` (asset `{output_uri(config)}`), interval `{settings.interval}` from
+{settings.start.isoformat()}. Committed batches are skipped, so re-running an interval is a no-op;
+trigger the last interval with `{{"finalize": true}}` to end the input (watermark to +infinity).
+
+Spark mode: Variable/env `{MODE_VARIABLE}` = `local` (default, in-process session) or `submit`
+(`spark-submit` through connection `{SPARK_CONN_ID}`). Backfill a range:
+`airflow backfill create --dag-id {dag_id(config)} --from-date A --to-date B`.
+"""
+
+
+# ---- run time: the task callables --------------------------------------------------------------
+def spark_mode() -> str:
+    """``local`` or ``submit``: Airflow Variable ``REPLAY_SPARK_MODE``, else the env variable."""
+    value = os.environ.get(MODE_VARIABLE) or "local"
+    with contextlib.suppress(Exception):  # no Airflow context (plain Python) or no metadata DB
+        from airflow.sdk import Variable
+
+        value = Variable.get(MODE_VARIABLE, default=value)
+    mode = str(value).strip().lower()
+    if mode not in SPARK_MODES:
+        raise ConfigError(MODE_VARIABLE, f"must be one of {', '.join(SPARK_MODES)}, not {value!r}")
+    return mode
+
+
+def summary_dict(summary: Any) -> dict[str, Any]:
+    """A RunSummary as plain JSON (for XCom and logs)."""
+    return {
+        "pipeline": summary.pipeline,
+        "output_path": summary.output_path,
+        "files_ingested": summary.files_ingested,
+        "records_read": summary.records_read,
+        "records_accepted": summary.records_accepted,
+        "records_quarantined": summary.records_quarantined,
+        "batches": [
+            {"batch_id": b.batch_id, "records": b.records, "panes": dict(b.panes), "late": b.late,
+             "watermark": b.watermark, "seconds": round(b.seconds, 3)}
+            for b in summary.batches
+        ],
+        "finalized": summary.finalized,
+        "watermark": summary.watermark,
+        "seconds": round(summary.seconds, 3),
+    }
+
+
+def _ms(moment: Any) -> int | None:
+    if moment is None:
+        return None
+    if isinstance(moment, str):
+        moment = dt.datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    return int(moment.timestamp() * 1000)
+
+
+def replay_interval(
+    pipeline_path: str,
+    finalize: bool = False,
+    interval_start: Any = None,
+    interval_end: Any = None,
+    batch_size: int | None = None,
+    spark: Any = None,
+) -> dict[str, Any]:
+    """Replay the archive slice of one data interval, in-process; returns the RunSummary as a dict.
+
+    Ingests new archive files, then replays the staged batches whose replay clock is before
+    ``interval_end`` (all of them without one). Idempotent: committed batches are skipped, so
+    re-running an interval adds nothing.
+    """
+    from ..core.durations import format_timestamp
+    from ..execution.operations import run_pipeline
+    from ..execution.spark_session import get_spark
+
+    config = load_pipeline(pipeline_path)
+    start_ms, end_ms = _ms(interval_start), _ms(interval_end)
+    window = (f"[{format_timestamp(start_ms)}, {format_timestamp(end_ms)})"
+              if start_ms is not None and end_ms is not None else "(no data interval)")
+    log.info("replay %s for interval %s: archive %s -> %s (finalize=%s)", config.name, window,
+             config.source.path, config.output_path, finalize)
+    session = spark or get_spark(f"replay-{config.name}")
+    summary = run_pipeline(config, spark=session, batch_size=batch_size, finalize=bool(finalize),
+                           progress=log.info, until_ms=end_ms)
+    result = summary_dict(summary)
+    result.update(interval_start_ms=start_ms, interval_end_ms=end_ms)
+    ids = [b["batch_id"] for b in result["batches"]]
+    if ids:
+        log.info("replay %s: ran %d batches (ids %s), %d records, panes %s, watermark %s%s",
+                 config.name, len(ids), ids, summary.records_replayed, summary.panes,
+                 format_timestamp(summary.watermark), " (finalized)" if summary.finalized else "")
+    else:
+        log.info("replay %s: no batch to replay for this interval: every batch before its end was "
+                 "already committed (watermark %s)", config.name, format_timestamp(summary.watermark))
+    return result
+
+
+@dataclass(frozen=True)
+class ReprocessRequest:
+    pipeline: str
+    pipeline_path: str
+    from_ms: int
+    to_ms: int
+    reason: str
+
+
+def parse_reprocess_params(params: Mapping[str, Any], pipelines: Mapping[str, str]) -> ReprocessRequest:
+    """Check the reprocessing params; raises ConfigError naming the param. Touches nothing."""
+    from .cli import parse_instant
+
+    name = params.get("pipeline")
+    if name not in pipelines:
+        known = ", ".join(sorted(pipelines)) or "(no pipelines configured)"
+        raise ConfigError("pipeline", f"must be one of {known}, not {name!r}")
+    values = {}
+    for field in ("from", "to"):
+        text = params.get(field)
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(field, "is required: an ISO-8601 timestamp with a zone, e.g. "
+                              "2023-11-14T22:10:00Z")
+        values[field] = parse_instant(text, field)
+    if values["from"] >= values["to"]:
+        raise ConfigError("to", f"must be after from ({params['from']} >= {params['to']})")
+    reason = params.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ConfigError("reason", "must be a non-empty text saying why (it is recorded)")
+    return ReprocessRequest(name, pipelines[name], values["from"], values["to"], reason.strip())
+
+
+def optional_function(module: str, name: str, what: str) -> Any:
+    """Import ``module.name`` lazily; raise a clear error if that part of the engine is missing."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise MissingComponentError(
+            f"{module}.{name} is not available in this installation ({error}); {what} needs it. "
+            "Deploy a version of flink-replay that includes it."
+        ) from error
+
+
+class MissingComponentError(RuntimeError):
+    """A module another part of the project provides is not installed yet."""
+
+
+def reprocess_range(request: ReprocessRequest, spark: Any = None) -> dict[str, Any]:
+    """Rewind and replay ``[from_ms, to_ms)`` of a pipeline with ``spark_jobs.execution.operations.reprocess``
+    (a retry of the task finishes a reprocess its killed attempt left unfinished)."""
+    from ..core.durations import format_timestamp
+    from ..execution.spark_session import get_spark
+
+    reprocess = optional_function("spark_jobs.execution.operations", "reprocess", "replay_reprocess")
+    config = load_pipeline(request.pipeline_path)
+    log.info("reprocess %s [%s, %s): %s", config.name, format_timestamp(request.from_ms),
+             format_timestamp(request.to_ms), request.reason)
+    session = spark or get_spark(f"replay-{config.name}")
+    outcome = reprocess(config, request.from_ms, request.to_ms, request.reason, spark=session,
+                        progress=log.info)
+    if outcome.message:
+        log.info("reprocess %s: %s", config.name, outcome.message)
+    result = summary_dict(outcome.summary)
+    result["reprocessed"] = outcome.reprocessed
+    log.info("reprocess %s: replayed %d batches (ids %s)", config.name, len(result["batches"]),
+             [b["batch_id"] for b in result["batches"]])
+    return result
+
+
+def pipelines_to_check(
+    triggering_assets: Iterable[Any], configs: Iterable[PipelineConfig], requested: str | None = None
+) -> list[str]:
+    """The pipelines whose assets triggered the quality run (all of them for a manual run)."""
+    by_asset = {pipeline_asset(c).name: c.name for c in configs}
+    if requested:
+        if requested not in by_asset.values():
+            raise ConfigError("pipeline", f"must be one of {', '.join(sorted(by_asset.values()))}")
+        return [requested]
+    names = sorted({by_asset[a.name] for a in triggering_assets if getattr(a, "name", None) in by_asset})
+    return names or sorted(by_asset.values())
+
+
+class QualityCheckFailed(RuntimeError):
+    """A data-quality suite failed for a pipeline."""
+
+
+def validate_quality(pipeline_path: str) -> dict[str, Any]:
+    """Run the pipeline's data-quality suites; raise QualityCheckFailed (with the report) if any fail."""
+    validate_pipeline = optional_function("spark_jobs.quality", "validate_pipeline", "replay_quality")
+    config = load_pipeline(pipeline_path)
+    result = validate_pipeline(config)
+    report = result.describe()
+    if not result.success:
+        raise QualityCheckFailed(f"data quality failed for {config.name}:\n{report}")
+    log.info("data quality passed for %s:\n%s", config.name, report)
+    return {"pipeline": config.name, "success": True, "report": str(report)}
+
+
+# ---- spark-submit mode -------------------------------------------------------------------------
+def submit_environment() -> dict[str, str]:
+    """Environment of the spark-submit process: the venv's binaries and Python, the base dir."""
+    python_bin = str(Path(sys.executable).parent)
+    return {
+        "PATH": f"{python_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
+        "REPLAY_BASE_DIR": base_dir(),
+    }
+
+
+def submit_arguments(
+    pipeline_path: str, finalize: bool, until: Any = None, batch_size: int | None = None
+) -> list[str]:
+    args = [str(pipeline_path)]
+    if until is not None:
+        args += ["--until", str(_ms(until))]
+    if finalize:
+        args.append("--finalize")
+    if batch_size:
+        args += ["--batch-size", str(batch_size)]
+    return args
+
+
+def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
+    """A SparkSubmitOperator for ``spark_jobs/execution/jobs/replay_job.py``; jars resolved when it runs."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    class ReplaySubmitOperator(SparkSubmitOperator):
+        """spark-submit of the replay job with the Delta jars and the run's ``finalize`` param."""
+
+        def execute(self, context: Any) -> None:
+            from ..execution.spark_session import project_jars
+
+            self.jars = ",".join(project_jars())  # resolved here, never when the DAG is parsed
+            params = context.get("params") or {}
+            self.application_args = submit_arguments(pipeline_path, bool(params.get("finalize")),
+                                                     until=context.get("data_interval_end"))
+            self.env_vars = {**submit_environment(), **(self.env_vars or {})}
+            log.info("spark-submit %s %s (connection %s)", self.application,
+                     " ".join(self.application_args), SPARK_CONN_ID)
+            super().execute(context)
+
+    from ..execution.spark_session import JVM_OPTIONS
+
+    ReplaySubmitOperator.__module__ = __name__
+    return ReplaySubmitOperator(
+        task_id=task_id,
+        application=str(REPLAY_JOB),
+        conn_id=SPARK_CONN_ID,
+        name=f"replay-{Path(pipeline_path).stem}",
+        # The JVMs start before the job's own session settings apply: their options go here.
+        conf={"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false",
+              "spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.executor.extraJavaOptions": JVM_OPTIONS},
+        **kwargs,
+    )

@@ -1,0 +1,1 @@
+"""Sample archives for the demo and the benchmarks (``replay generate``)."""

@@ -1,1 +1,0 @@
-"""Where operator state lives between micro-batches: in memory (tests) or in Delta tables."""
