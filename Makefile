@@ -25,10 +25,10 @@ test-all: setup
 	$(PYTEST) -q
 
 lint: setup
-	.venv/bin/ruff check spark_jobs dags tests
+	.venv/bin/ruff check spark_jobs dags tests bench
 
 bench: setup
-	$(PY) -m spark_jobs.bench
+	$(PY) -m bench.harness
 
 clean:
 	rm -rf lakehouse data reports airflow_home spark-warehouse metastore_db .pytest_cache

@@ -6,7 +6,7 @@ bringing them to the driver (``toArrow``, the driver's path), in one warm JVM.
 
     .venv/bin/python bench/profile_cogroup.py --events 1000000 --key user_id
 
-The records are the benchmark archive's (``python -m spark_jobs.bench`` generates it under
+The records are the benchmark archive's (``python -m bench.harness`` generates it under
 ``bench/results/archives``), staged once into a Delta table under ``--workdir`` with the columns a
 session pass reads. Each line printed is one repeat; the first pays the JVM's warm-up.
 """
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spark_jobs.bench import RESULTS, SEED, prepare_archive  # noqa: E402
+from bench.harness import RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.execution.spark_session import get_spark  # noqa: E402
 
 SCHEMA = "user_id string, page string, ts long, value double"

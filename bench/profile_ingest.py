@@ -14,7 +14,7 @@ and repeated (the shortest time is reported, after a first parse that warms the 
 
     .venv/bin/python bench/profile_ingest.py --events 10000000
 
-The archive is the one ``python -m spark_jobs.bench`` generates (``bench/results/archives``).
+The archive is the one ``python -m bench.harness`` generates (``bench/results/archives``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spark_jobs.bench import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
+from bench.harness import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.config import parse_config  # noqa: E402
 from spark_jobs.execution.ordering import driver_key_columns, number_records  # noqa: E402
 from spark_jobs.execution.replay import STAGING_LAYOUT  # noqa: E402

@@ -5,7 +5,7 @@ summarise its execution samples, optionally only those inside a time window (a p
 ``batch_windows`` in the run's ``results.json``):
 
     JAVA_TOOL_OPTIONS="-XX:StartFlightRecording=filename=/tmp/replay.jfr,settings=profile" \\
-        REPLAY_PROFILE=1 .venv/bin/python -m spark_jobs.bench --events 10000000 \\
+        REPLAY_PROFILE=1 .venv/bin/python -m bench.harness --events 10000000 \\
         --batch-sizes 1000000 --scenarios session --flat 0x0 --no-flink \\
         --only '"kind": "replay"' --out /tmp/session-jfr
     .venv/bin/python bench/profile_jfr.py /tmp/replay.jfr

@@ -13,7 +13,7 @@ closure Spark ships to every task (it carries the batch's watermark timeline).
 (``spark_jobs.core.engine.window_kernel`` for fixed windows,
 ``spark_jobs.core.engine.session_kernel`` for sessions), for comparing them on the same batches.
 
-The archive is the one ``python -m spark_jobs.bench`` generated (``bench/results/archives``).
+The archive is the one ``python -m bench.harness`` generated (``bench/results/archives``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from spark_jobs.bench import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
+from bench.harness import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.config import parse_config  # noqa: E402
 from spark_jobs.core.watermarks import WatermarkState, compute_timeline  # noqa: E402
 from spark_jobs.execution.spark_batch import STATE_COLUMNS, arrow_type, make_cogroup_function  # noqa: E402

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs import bench
+from bench import harness as bench
 
 pytestmark = [
     pytest.mark.slow,

@@ -1,4 +1,4 @@
-"""Smoke test of the benchmark harness: ``python -m spark_jobs.bench --quick`` runs end to end on
+"""Smoke test of the benchmark harness: ``python -m bench.harness --quick`` runs end to end on
 a ~2k-event archive (replay, the plain-batch lower bound and Structured Streaming, in one worker
 process) and writes its JSON. No timing assertions: timings belong to BENCHMARKS.md."""
 
@@ -19,7 +19,7 @@ def test_quick_bench_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "SPARK_MASTER": os.environ.get("SPARK_MASTER", "local[2]")}
     completed = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.bench", "--quick", "--root", str(tmp_path), "--out", str(out)],
+        [sys.executable, "-m", "bench.harness", "--quick", "--root", str(tmp_path), "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=900,
         cwd=Path(__file__).resolve().parent.parent,
     )

@@ -3,7 +3,7 @@ from the first run named; different measurements all stay."""
 
 from __future__ import annotations
 
-from spark_jobs.bench import merge_reports
+from bench.harness import merge_reports
 
 
 def result(kind: str, wall: float, **extra) -> dict:
@@ -25,7 +25,7 @@ def test_a_repeated_measurement_is_kept_from_the_first_run_named():
 
 
 def test_the_scenarios_run_at_the_sizes_asked_for_in_any_order():
-    from spark_jobs.bench import parse_args, plan
+    from bench.harness import parse_args, plan
 
     def replays(argv: list[str]) -> set[tuple[str, int]]:
         args = parse_args([*argv, "--scenarios", "tumbling,session", "--flat", "0x0", "--no-flink"])
@@ -42,7 +42,7 @@ def test_the_scenarios_run_at_the_sizes_asked_for_in_any_order():
 
 
 def test_the_fixed_cost_is_fitted_only_over_batches_of_spread_sizes():
-    from spark_jobs.bench import fixed_overhead
+    from bench.harness import fixed_overhead
 
     def run(scenario: str, *passes: tuple[int, float]) -> dict:
         return {"kind": "replay", "scenario": scenario,
@@ -60,7 +60,7 @@ def test_the_fixed_cost_is_fitted_only_over_batches_of_spread_sizes():
 
 
 def test_the_plot_compares_one_batch_passes_with_each_scenarios_largest_passes():
-    from spark_jobs.bench import pass_kinds
+    from bench.harness import pass_kinds
 
     def replay(scenario: str, events: int, batch_size: int, records: int, **extra) -> dict:
         per_batch = [{"records": records, "seconds": 1.0, "steps": {"operator": 0.5}},
@@ -89,7 +89,7 @@ def test_the_flink_job_is_rebuilt_when_its_classpath_names_a_missing_jar(tmp_pat
     import os
     import time
 
-    from spark_jobs.bench import flink_build_stale
+    from bench.harness import flink_build_stale
 
     source = tmp_path / "Job.java"
     source.write_text("class Job {}")

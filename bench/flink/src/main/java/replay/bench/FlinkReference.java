@@ -50,7 +50,7 @@ import org.apache.flink.util.OutputTag;
  * order keeps the replay's record order), parsed and watermarked in that one task; the windows
  * run with the given parallelism.
  *
- * <p>Arguments (spark_jobs.bench derives the scenario's from its pipeline config, so that the two
+ * <p>Arguments (bench.harness derives the scenario's from its pipeline config, so that the two
  * cannot drift apart): input path, output directory, window parallelism, window
  * ({@code tumbling:SIZE}, {@code sliding:SIZE:SLIDE} or {@code session:GAP}), trigger ({@code
  * event_time} or {@code continuous:INTERVAL}), allowed lateness, out-of-orderness, idle timeout

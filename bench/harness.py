@@ -1,6 +1,6 @@
 """Benchmarks: this product's replay against plain Spark and Spark Structured Streaming.
 
-``python -m spark_jobs.bench`` (``make bench``) generates archives with the project's generator
+``python -m bench.harness`` (``make bench``) generates archives with the project's generator
 (fixed seed), then measures, each in a fresh process (its own JVM) while this process samples the
 memory of the whole process tree (driver Python, JVM, Python workers) from ``/proc``:
 
@@ -259,7 +259,7 @@ class TreeSampler(threading.Thread):
 def run_measurement(
     specs: list[dict[str, Any]], workdir: Path, timeout: float, py_spy: str | None = None
 ) -> list[dict[str, Any]]:
-    """Run measurements in one fresh ``python -m spark_jobs.bench _worker`` process (normally one;
+    """Run measurements in one fresh ``python -m bench.harness _worker`` process (normally one;
     ``--quick`` runs its few tiny ones in one process to start a single JVM) while sampling the
     process tree's memory and CPU."""
     import psutil
@@ -268,7 +268,7 @@ def run_measurement(
     specs = [{**spec, "workdir": str(workdir / f"m{i}")} for i, spec in enumerate(specs)]
     spec_path = workdir / "spec.json"
     spec_path.write_text(json.dumps({"result_path": str(workdir / "result.json"), "specs": specs}))
-    command = [sys.executable, "-m", "spark_jobs.bench", "_worker", str(spec_path)]
+    command = [sys.executable, "-m", "bench.harness", "_worker", str(spec_path)]
     flink = specs[0]["kind"] == "flink"
     if flink:  # the Flink job is its own process: only its JVM is sampled
         [spec] = specs
@@ -1453,7 +1453,7 @@ def machine() -> str:
 
 # ---- command line --------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m spark_jobs.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.harness", description=__doc__.split("\n")[0])
     ints = lambda text: [int(float(x)) for x in text.split(",") if x]  # noqa: E731
     parser.add_argument("--events", type=ints, default=None, help="archive sizes (default 1000000,10000000)")
     parser.add_argument("--batch-sizes", type=ints, default=None,
@@ -1571,9 +1571,9 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def report_only(argv: list[str]) -> int:
-    """``python -m spark_jobs.bench report RUN_DIR... [--plot PNG]``: merge the results of runs
+    """``python -m bench.harness report RUN_DIR... [--plot PNG]``: merge the results of runs
     made separately (e.g. the 1M comparison and the flat test) into one summary and plot."""
-    parser = argparse.ArgumentParser(prog="python -m spark_jobs.bench report")
+    parser = argparse.ArgumentParser(prog="python -m bench.harness report")
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--plot", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -1597,7 +1597,7 @@ def join_drift(argv: list[str]) -> int:
     from spark_jobs.core.durations import parse_duration
     from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
-    parser = argparse.ArgumentParser(prog="python -m spark_jobs.bench join-drift")
+    parser = argparse.ArgumentParser(prog="python -m bench.harness join-drift")
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--keys", type=int, default=50)
     parser.add_argument("--drifts", default="0s,1s,10s,60s,300s")
@@ -1648,7 +1648,7 @@ def main(argv: list[str] | None = None) -> int:
     items = plan(args)
     if args.only:
         items = [i for i in items if args.only in json.dumps(i)]
-    command = "python -m spark_jobs.bench " + " ".join(argv)
+    command = "python -m bench.harness " + " ".join(argv)
     report: dict[str, Any] = {"run": run, "command": command.strip(), "machine": machine(),
                               "plan": items, "results": []}
     print(f"[bench] {len(items)} measurements -> {run_dir}", flush=True)
