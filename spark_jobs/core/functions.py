@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .aggregates import Aggregation
+from .durations import parse_duration
 from .windows.base import TimeWindow
 
 
@@ -115,8 +116,6 @@ def _field(element: Any, name: str) -> float | None:
 
 
 def evictor_from_dict(spec: dict[str, Any]) -> Evictor:
-    from .durations import parse_duration
-
     kind = spec.get("type")
     after = spec.get("after", False)
     if not isinstance(after, bool):

@@ -26,6 +26,7 @@ from ..exceptions import ReplayError
 from .faults import crash_point
 from .recovery import committed_log, drop_all, pass_start, pipeline_lock, rewind_log
 from .replay import Replay, RunSummary, stderr_progress
+from .spark_session import get_spark
 from .state.delta import DeltaStore
 from .state.journal import Operation, clear_operation, read_operation, write_operation
 
@@ -230,6 +231,4 @@ def _replay(config: PipelineConfig, spark: Any, progress: Progress, batch_size: 
 
 
 def _spark(config: PipelineConfig) -> Any:
-    from .spark_session import get_spark
-
     return get_spark(f"replay-{config.name}")

@@ -31,10 +31,14 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..core.durations import MIN_TIMESTAMP
+from ..core.engine import window_kernel
+from ..core.engine.joins import INTERVAL_LATE_REASON
+from ..core.engine.operator import LATE_REASON
 from ..core.watermarks import Timeline, WatermarkState, compute_pass_timelines
+from ..exceptions import ArchiveChangedError
 from ..pipeline_spec import operator_spec
 from .faults import crash_point
-from .ordering import collect_in_replay_order, timeline_columns
+from .ordering import collect_in_replay_order, driver_key_columns, number_records, timeline_columns
 from .recovery import committed_log, recover
 from .spark_batch import (
     STATE_COLUMNS,
@@ -253,8 +257,6 @@ class RunSummary:
 
 def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
     """Refuse to go on when a file that was already replayed changed or disappeared."""
-    from ..exceptions import ArchiveChangedError
-
     present = {f.path: f for f in files}
     problems = []
     for path, seen in sorted(known.items()):
@@ -427,7 +429,7 @@ class Replay:
         import pyarrow as pa
         from pyspark.sql import functions as F
 
-        from .ordering import driver_key_columns, number_records
+        # sources imports pyspark at module level: kept here so importing the replay stays light.
         from .sources import accepted, check_archive, line_count, list_archive, rejected
 
         sources = self.config.sources()
@@ -1047,11 +1049,7 @@ class Replay:
     def late_reason(self) -> str:
         join = self.config.join
         if join is not None and join.type == "interval":
-            from ..core.engine.joins import INTERVAL_LATE_REASON
-
             return INTERVAL_LATE_REASON
-        from ..core.engine.operator import LATE_REASON
-
         return LATE_REASON
 
     def runs_on_driver(self, records: int) -> bool:
@@ -1059,10 +1057,8 @@ class Replay:
         per-record paths (pipelines the vectorised kernel does not cover, the session kernel
         included) cost ten times as much per record: there the executors' cores pay off for
         passes a tenth of the size (measured for sessions: BENCHMARKS.md)."""
-        from ..core.engine.window_kernel import supports
-
         limit = self.config.driver_pass_max_records
-        return records <= (limit if supports(self.spec) else limit // 10)
+        return records <= (limit if window_kernel.supports(self.spec) else limit // 10)
 
     def driver_records(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """A small pass's staged records (Arrow, in ``_seq`` order) for its keys to run on the

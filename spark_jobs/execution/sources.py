@@ -46,6 +46,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..exceptions import ConfigError
+
 if TYPE_CHECKING:
     from ..config import PipelineConfig, SourceConfig
 
@@ -126,8 +128,6 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
     them for markers, checksums and temporary output (``_SUCCESS``, ``.crc``, ``_temporary/``).
     Only the format's extensions count, so stray files (a README, a ``.tmp``) are never parsed.
     """
-    from ..exceptions import ConfigError
-
     suffixes = JSONL_SUFFIXES if source.format == "jsonl" else PARQUET_SUFFIXES
     jvm = spark._jvm
     root = jvm.org.apache.hadoop.fs.Path(source.path)

@@ -20,6 +20,9 @@ from typing import Any
 
 from ..exceptions import ConfigError, ReplayError
 
+# Each command imports what it runs inside its function: `replay --help` and a config error must
+# answer without loading numpy, Spark or the replay (the operations pull in pyspark).
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEMO_PIPELINE = PROJECT_ROOT / "include" / "pipelines" / "clicks_per_minute.yaml"
 

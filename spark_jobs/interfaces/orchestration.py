@@ -37,6 +37,9 @@ from typing import Any
 from ..config import PipelineConfig, load_config
 from ..exceptions import ConfigError
 
+# The Spark side (operations, the session factory, the CLI) is imported inside the task callables:
+# the DAG files import this module at every parse, which must not load pyspark or start a JVM.
+
 log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

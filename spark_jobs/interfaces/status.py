@@ -7,6 +7,7 @@ from typing import Any
 from ..config import PipelineConfig
 from ..core.durations import format_timestamp
 from ..execution.recovery import committed_log, tables_ahead
+from ..execution.spark_session import get_spark
 from ..execution.state.delta import ALL_TABLES, DeltaStore
 from ..execution.state.journal import read_operation
 
@@ -19,8 +20,6 @@ def pipeline_status(config: PipelineConfig, spark: Any = None) -> str:
     that repairs it. Never raises on a pipeline's state: a table it cannot read is reported as
     such."""
     from pyspark.sql import functions as F
-
-    from ..execution.spark_session import get_spark
 
     spark = spark or get_spark(f"replay-{config.name}")
     store = DeltaStore(spark, config)

@@ -11,7 +11,8 @@ Wiring (one line each in ``build_parser`` / ``COMMANDS``)::
     COMMANDS.update({"validate-results": quality_cli.cmd_check, "report": quality_cli.cmd_report})
 
 (or ``COMMANDS.update(quality_cli.register(commands))`` for all of it). Config errors raise
-:class:`~spark_jobs.exceptions.ConfigError`, which ``spark_jobs.interfaces.cli.main`` turns into exit code 2.
+:class:`~spark_jobs.exceptions.ConfigError`, which ``spark_jobs.interfaces.cli.main`` turns into exit
+code 2.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import argparse
 import sys
 from collections.abc import Callable
 from typing import Any
+
+# Imports of the suites, the config and Spark wait inside the commands: the `replay` CLI registers
+# these at every start-up (see spark_jobs.interfaces.cli).
 
 CHECK_HELP = "check a pipeline's Delta tables with its data-quality suites (exit 1 on a failure)"
 REPORT_HELP = "validate a pipeline's tables and write an offline HTML data-quality report"

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..core.durations import format_timestamp
+from ..core.watermarks import WatermarkState, compute_timeline
 from ..execution.ordering import collect_in_replay_order
 from .suites import count_star_columns, quote
 from .tables import Snapshot
@@ -267,8 +268,6 @@ def _expected_sliding(snapshot: Snapshot, replayed: Any, late_seqs: Any, result:
 def accepted_window_bounds(snapshot: Snapshot, replayed: Any) -> tuple[np.ndarray, np.ndarray]:
     """Per replayed record: its ``_seq`` and the exclusive lower bound of the window starts that
     accepted it (``max(ts - size, watermark_before - size + 1 - allowed_lateness)``)."""
-    from ..core.watermarks import WatermarkState, compute_timeline
-
     config = snapshot.config
     size, lateness = config.window.size, config.allowed_lateness
     table = collect_in_replay_order(replayed, "_seq", "_event_time", "_ingest_time", "_partition")

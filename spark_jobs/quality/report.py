@@ -23,6 +23,7 @@ import numpy as np
 from ..config import PipelineConfig, resolve_path
 from ..core.durations import MAX_TIMESTAMP, MIN_TIMESTAMP, format_timestamp
 from ..execution.ordering import collect_in_replay_order
+from ..execution.spark_session import get_spark
 from .tables import Snapshot
 from .validate import QualityResult, _jsonable, validate_pipeline
 
@@ -75,8 +76,6 @@ def write_report(
     ``out_dir`` defaults to ``reports`` under ``REPLAY_BASE_DIR`` (or the current directory).
     Returns the path of ``index.html``.
     """
-    from ..execution.spark_session import get_spark
-
     spark = spark or get_spark(f"quality-{config.name}")
     result = result or validate_pipeline(config, spark=spark, run_id=run_id)
     directory = Path(out_dir or resolve_path("reports")) / config.name / result.run_id

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PipelineConfig
+from ..execution.spark_batch import aggregate_types
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: The GX project's root (``project_root_dir``): the context itself lives in its ``gx/``.
@@ -266,8 +267,6 @@ def output_columns(config: PipelineConfig) -> list[tuple[str, str]]:
     outputs = getattr(config, "outputs", None)
     if callable(outputs):
         return list(outputs())
-    from ..execution.spark_batch import aggregate_types
-
     return list(aggregate_types(config))
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PipelineConfig
+from ..execution.spark_session import get_spark
+from .datadocs import make_offline
 from .reconcile import Reconciliation, reconcile
 from .suites import TABLE_SUITES, ConcreteSuite, SuiteFacts, build_suites
 from .tables import Snapshot
@@ -107,8 +109,6 @@ class QualityResult:
 
     def build_data_docs(self, directory: str | Path) -> Path:
         """Render GX Data Docs of this run into ``directory``, made readable offline."""
-        from .datadocs import make_offline
-
         if self._gx is None:
             raise RuntimeError("this result holds no GX context to build Data Docs from")
         directory = Path(directory)
@@ -147,8 +147,6 @@ def validate_pipeline(
     Appends one ``dq_results`` row per outcome (unless ``record`` is False) and returns the result;
     ``success`` is False when any expectation failed.
     """
-    from ..execution.spark_session import get_spark
-
     spark = spark or get_spark(f"quality-{config.name}")
     run_id = run_id or new_run_id()
     run_time = dt.datetime.now(dt.UTC)

@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from spark_jobs.interfaces.cli import main as cli_main
+
 
 def submitted_master() -> str | None:
     """The ``spark.master`` spark-submit was given, or None when not launched by spark-submit."""
@@ -37,8 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from spark_jobs.interfaces.cli import main as cli_main
-
     args = build_parser().parse_args(argv)
     command = ["run", args.pipeline]
     master = args.master or submitted_master()

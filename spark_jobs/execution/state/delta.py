@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.config import PipelineConfig
+from ...config import PipelineConfig
 
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
 BATCH_TABLES = (

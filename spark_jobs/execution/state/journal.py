@@ -19,7 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from spark_jobs.config import PipelineConfig
+from ...config import PipelineConfig
+from ...core.durations import format_timestamp
 
 JOURNAL_NAME = "_replay_operation.json"
 
@@ -53,8 +54,6 @@ class Operation:
     def describe(self) -> str:
         if self.kind == "reset":
             return f"a reset started at {self.started_at}"
-        from spark_jobs.core.durations import format_timestamp
-
         return (
             f"a reprocess of [{format_timestamp(self.from_ms)}, {format_timestamp(self.to_ms)}) "
             f"({self.reason!r}) started at {self.started_at}, phase {self.phase}: batches "

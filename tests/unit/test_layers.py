@@ -1,0 +1,121 @@
+"""The package's layers hold: no import cycle anywhere in ``spark_jobs`` (counting imports inside
+functions, so none can hide one), and ``core/`` imports nothing but itself, the shared errors, the
+standard library and the numeric libraries.
+
+Read from the source with ``ast``, so the check needs no Spark and sees every import, even ones
+in functions that a test never calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "spark_jobs"
+# What core may import besides itself: the typed errors, and the libraries the engines compute with.
+CORE_ALLOWED = {"spark_jobs.exceptions"}
+CORE_LIBRARIES = {"numpy", "pyarrow", "pandas"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(name: str) -> set[str]:
+    """Every module ``name`` imports, at module level or inside a function, as absolute names
+    (``from package import submodule`` counts as importing the submodule)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names
+                         if f"{target}.{alias.name}" in MODULES)
+    return found
+
+
+def internal_graph() -> dict[str, set[str]]:
+    """Module -> the spark_jobs modules it imports (a package's ``__init__`` is the package)."""
+    return {name: {target for target in imports_of(name) if target in MODULES and target != name}
+            for name in MODULES}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path that returns to its start, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_spark_jobs_has_no_import_cycle() -> None:
+    assert find_cycle(internal_graph()) is None
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_core_imports_only_core_the_errors_and_numeric_libraries() -> None:
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    bad = {}
+    for name in MODULES:
+        if not name.startswith("spark_jobs.core"):
+            continue
+        outside = sorted(
+            target for target in imports_of(name)
+            if not target.startswith("spark_jobs.core") and target not in CORE_ALLOWED
+            and target.split(".")[0] not in stdlib | CORE_LIBRARIES
+        )
+        if outside:
+            bad[name] = outside
+    assert bad == {}, "core must not import Spark, Delta, Airflow or the layers above it"
+
+
+def test_the_user_import_paths_are_the_core_objects() -> None:
+    """The stable paths users and pipeline YAML name re-export core's very objects."""
+    from spark_jobs import functions, joins, process
+    from spark_jobs.core import functions as core_functions
+    from spark_jobs.core.engine import joins as core_joins
+    from spark_jobs.core.engine import process as core_process
+    from spark_jobs.core.triggers.base import Trigger
+    from spark_jobs.core.windows.tumbling import TumblingWindows
+    from spark_jobs.triggers.base import Trigger as UserTrigger
+    from spark_jobs.windows.tumbling import TumblingWindows as UserTumbling
+
+    assert UserTrigger is Trigger and UserTumbling is TumblingWindows
+    assert functions.AggregateFunction is core_functions.AggregateFunction
+    assert functions.ProcessWindowFunction is core_functions.ProcessWindowFunction
+    assert functions.WindowInfo is core_functions.WindowInfo
+    assert process.KeyedProcessFunction is core_process.KeyedProcessFunction
+    assert process.ProcessContext is core_process.ProcessContext
+    assert joins.JoinFunction is core_joins.JoinFunction
