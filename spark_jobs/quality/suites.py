@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from ..config import PipelineConfig
-from ..execution.spark_batch import aggregate_types
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: The GX project's root (``project_root_dir``): the context itself lives in its ``gx/``.
@@ -263,11 +262,8 @@ def quote(name: str) -> str:
 
 
 def output_columns(config: PipelineConfig) -> list[tuple[str, str]]:
-    """Each firing's value columns with their types (``config.outputs()`` when the engine has it)."""
-    outputs = getattr(config, "outputs", None)
-    if callable(outputs):
-        return list(outputs())
-    return list(aggregate_types(config))
+    """Each firing's value columns with their types (``config.outputs()``)."""
+    return list(config.outputs())
 
 
 def count_star_columns(config: PipelineConfig) -> list[str]:

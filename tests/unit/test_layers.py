@@ -9,6 +9,8 @@ in functions that a test never calls.
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +29,14 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
+def absolute(package: str, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` statement in ``package`` reads from, as an absolute name."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports_of(name: str) -> set[str]:
     """Every module ``name`` imports, at module level or inside a function, as absolute names
     (``from package import submodule`` counts as importing the submodule)."""
@@ -37,11 +47,7 @@ def imports_of(name: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = absolute(package, node)
             found.add(target)
             found.update(f"{target}.{alias.name}" for alias in node.names
                          if f"{target}.{alias.name}" in MODULES)
@@ -99,6 +105,43 @@ def test_core_imports_only_core_the_errors_and_numeric_libraries() -> None:
         if outside:
             bad[name] = outside
     assert bad == {}, "core must not import Spark, Delta, Airflow or the layers above it"
+
+
+# In a fresh interpreter (it loads pyspark, though it starts no JVM): import every module, then
+# resolve every name its imports take from spark_jobs, inside functions too, which nothing else
+# runs until that function is called.
+RESOLVE = """
+import importlib, json, sys
+missing = []
+for module, target, name in json.loads(sys.argv[1]):
+    importlib.import_module(module)
+    found = importlib.import_module(target)
+    if not hasattr(found, name):
+        try:
+            importlib.import_module(f"{target}.{name}")
+        except ImportError:
+            missing.append(f"{module}: {target}.{name}")
+print(json.dumps(missing))
+"""
+
+
+def internal_names() -> list[tuple[str, str, str]]:
+    """(module, imported module, name) for every ``from spark_jobs... import name`` in the package."""
+    triples = []
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                target = absolute(package, node)
+                if target.startswith("spark_jobs"):
+                    triples += [(name, target, alias.name) for alias in node.names]
+    return triples
+
+
+def test_every_module_imports_and_every_imported_name_exists() -> None:
+    done = subprocess.run([sys.executable, "-c", RESOLVE, json.dumps(internal_names())], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=True)
+    assert json.loads(done.stdout) == []
 
 
 def test_the_user_import_paths_are_the_core_objects() -> None:
