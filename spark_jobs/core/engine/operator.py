@@ -20,12 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..durations import MAX_TIMESTAMP, saturating_add
+from .. import rules
+from ..durations import MAX_TIMESTAMP
+from ..rules import element_timing, timer_timing
 from ..triggers.base import StateDescriptor, Trigger, TriggerResult
 from ..watermarks import Timeline
 from ..windows.base import TimeWindow, WindowAssigner
 
-EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
 STEP_PROCESSING_TIMER, STEP_ELEMENT, STEP_EVENT_TIMER = 0, 1, 2
 LATE_REASON = "window_closed"
 
@@ -355,17 +356,16 @@ class KeyedWindowOperator(TimelineDriver, WindowStateRows):
             self.clear_all_state(window)
 
     def is_window_late(self, window: TimeWindow) -> bool:
-        return self.event_time and self.cleanup_time(window) <= self.watermark
+        return self.event_time and rules.is_window_late(self.cleanup_time(window), self.watermark)
 
     def is_element_late(self, timestamp: int) -> bool:
-        return self.event_time and saturating_add(timestamp, self.spec.allowed_lateness) <= self.watermark
+        lateness = self.spec.allowed_lateness
+        return self.event_time and rules.is_element_late(timestamp, lateness, self.watermark)
 
     def cleanup_time(self, window: TimeWindow) -> int:
         time = self._cleanup_times.get(window)
         if time is None:
-            time = window.max_timestamp
-            if self.event_time:
-                time = saturating_add(time, self.spec.allowed_lateness)
+            time = rules.cleanup_time(window.max_timestamp, self.spec.allowed_lateness, self.event_time)
             self._cleanup_times[window] = time
         return time
 
@@ -453,16 +453,6 @@ class KeyedWindowOperator(TimelineDriver, WindowStateRows):
                 del timers.points[(time, other)]
         if leftovers:
             self.leaks.append(f"{self.trigger!r} left {', '.join(leftovers)} for window {window}")
-
-
-def timer_timing(time: int, window: TimeWindow) -> str:
-    end = window.max_timestamp
-    return EARLY if time < end else ON_TIME if time == end else LATE
-
-
-def element_timing(now: int, window: TimeWindow) -> str:
-    """A firing by a record: early while the window's time (watermark or clock) is before its end."""
-    return EARLY if now < window.max_timestamp else LATE
 
 
 class WindowContext:

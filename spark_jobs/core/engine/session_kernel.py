@@ -34,14 +34,14 @@ from collections.abc import Iterable, Sequence
 from heapq import heappop
 from typing import Any
 
+from .. import rules
 from ..durations import MAX_TIMESTAMP, clear_of_saturation
+from ..rules import element_timing, timer_timing
 from ..triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
 from ..watermarks import Timeline
 from ..windows import SessionWindows, TimeWindow
 from .model import KeyOutput
 from .operator import (
-    EARLY,
-    LATE,
     STEP_ELEMENT,
     STEP_EVENT_TIMER,
     LateRecord,
@@ -51,7 +51,6 @@ from .operator import (
     WindowStateRow,
     WindowStateRows,
     by_namespace,
-    timer_timing,
 )
 
 _EVENT_TIME_TRIGGERS = (EventTimeTrigger, ContinuousEventTimeTrigger, CountTrigger)
@@ -215,11 +214,11 @@ class _Run(WindowStateRows):
                 window = TimeWindow(min(members[0].start, timestamp), max(members[-1].end, end))
                 self._merge(window, members, low, high)
             state = windows[window]
-            cleanup = window.end - 1 + lateness
-            if cleanup <= watermark:  # the window is late: Flink retires it
+            cleanup = rules.kernel_cleanup_time(window.end - 1, lateness)
+            if rules.is_window_late(cleanup, watermark):  # Flink retires it
                 del windows[window]
                 opened.remove(window)
-                if timestamp + lateness <= watermark:
+                if rules.kernel_element_late(timestamp, lateness, watermark):
                     late.append(LateRecord(seq, watermark))
                 continue
             contents = state.contents
@@ -228,7 +227,7 @@ class _Run(WindowStateRows):
             ctx.window = window
             result = trigger.on_element(None, timestamp, window, ctx)
             if result.is_fire:
-                self._emit(window, state, EARLY if watermark < window.end - 1 else LATE, None)
+                self._emit(window, state, element_timing(watermark, window), None)
             if result.is_purge:
                 state.contents = None
             if not state.cleanup_registered:  # registered once per window: the same call after is a no-op
@@ -247,7 +246,8 @@ class _Run(WindowStateRows):
         for window in merged:
             ctx.window = window
             trigger.clear(window, ctx)
-            timers.pop((window.end - 1 + self.lateness, window), None)  # its cleanup timer
+            cleanup = rules.kernel_cleanup_time(window.end - 1, self.lateness)
+            timers.pop((cleanup, window), None)  # its cleanup timer
         contents = None
         for window in merged:
             state = self.windows.pop(window)
@@ -309,7 +309,8 @@ class _Run(WindowStateRows):
             raise _Decline from error
         self.opened = sorted(self.windows)
         for window, state in self.windows.items():
-            state.cleanup_registered = (window.end - 1 + self.lateness, window) in self.timers
+            cleanup = rules.kernel_cleanup_time(window.end - 1, self.lateness)
+            state.cleanup_registered = (cleanup, window) in self.timers
         for before, after in zip(self.opened, self.opened[1:], strict=False):
             if before.end >= after.start:
                 raise _Decline  # intersecting sessions: the operator would merge them

@@ -44,8 +44,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import rules
 from ..durations import MIN_TIMESTAMP, clear_of_saturation
 from ..functions import IncrementalPane
+from ..rules import element_timing, timer_timing
 from ..triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
 from ..triggers.base import StateDescriptor, Trigger, TriggerResult
 from ..watermarks import Timeline
@@ -58,8 +60,6 @@ from .operator import (
     OperatorSpec,
     Pane,
     WindowStateRow,
-    element_timing,
-    timer_timing,
 )
 
 #: The column kinds each value-reading function takes (count, first, last, collect_list take any).
@@ -313,10 +313,12 @@ class _Run:
         # Phase 1: pairs, lateness, late records, grouping by window.
         watermarks = timeline.watermarks_before(seqs)
         records, starts = self.spec.assigner.assign_starts(timestamps)
-        accepted = starts + (shape.size - 1 + shape.lateness) > watermarks[records]  # cleanup > watermark
+        max_timestamps = starts + (shape.size - 1)
+        accepted = ~rules.is_window_late(rules.kernel_cleanup_time(max_timestamps, shape.lateness),
+                                         watermarks[records])
         placed = np.zeros(n, dtype=bool)
         placed[records[accepted]] = True
-        late = np.flatnonzero(~placed & (timestamps + shape.lateness <= watermarks))
+        late = np.flatnonzero(~placed & rules.kernel_element_late(timestamps, shape.lateness, watermarks))
         late_records = [LateRecord(s, w) for s, w in zip(seqs[late].tolist(), watermarks[late].tolist(),
                                                          strict=True)]
         records, starts = records[accepted], starts[accepted]
@@ -442,7 +444,7 @@ class _Run:
         shape, timeline, trigger = self.shape, self.timeline, self.shape.trigger
         window = TimeWindow(start, start + shape.size)
         max_timestamp = window.max_timestamp
-        cleanup = max_timestamp + shape.lateness  # no saturation: _check_time
+        cleanup = rules.kernel_cleanup_time(max_timestamp, shape.lateness)  # no saturation: _check_time
         ctx = _OneWindow(timeline)
         contents = None
         pane_count = 0

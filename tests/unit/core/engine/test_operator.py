@@ -7,7 +7,7 @@ from pipelines import ids_timings, late_seqs, make_config, records, replay
 
 from spark_jobs.core.durations import MIN_TIMESTAMP
 from spark_jobs.core.engine.keyed import process_key
-from spark_jobs.core.engine.operator import EARLY, LATE, ON_TIME, timer_timing
+from spark_jobs.core.rules import EARLY, LATE, ON_TIME, timer_timing
 from spark_jobs.core.watermarks import Timeline
 from spark_jobs.core.windows import TimeWindow
 from spark_jobs.pipeline_spec import operator_spec
