@@ -14,6 +14,9 @@ lock around it) does:
    ``replay_log`` rows, appended last in one commit, commit the pass;
 3. **finalize** (``--finalize``): one more batch with no records that takes the clock and the
    watermark to +infinity.
+
+The plan of a run and its account (pending batches, passes, summaries) are in ``passes``; the
+``window_latest`` MERGEs that run beside the passes in ``latest_merges``.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import reduce
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +41,17 @@ from ..core.watermarks import Timeline, WatermarkState, compute_pass_timelines
 from ..exceptions import ArchiveChangedError
 from ..pipeline_spec import operator_spec
 from .faults import crash_point
+from .latest_merges import LatestMerged, LatestMerges
 from .ordering import collect_in_replay_order, driver_key_columns, number_records, timeline_columns
+from .passes import (
+    BatchSummary,
+    ComputedPass,
+    PassSummary,
+    PendingBatch,
+    ReadAhead,
+    RunSummary,
+    plan_passes,
+)
 from .recovery import committed_log, recover
 from .spark_batch import (
     STATE_COLUMNS,
@@ -61,198 +74,6 @@ READ_AHEAD_RECORDS = 200_000
 #: The tables ``maintenance`` compacts and cleans: every table a pass appends to (the ingest's are
 #: replaced by ingest, not appended).
 MAINTAINED_TABLES = (*BATCH_TABLES, "replay_log")
-
-
-@dataclass
-class BatchSummary:
-    batch_id: int
-    records: int
-    panes: dict[str, int]
-    late: int
-    watermark: int
-    #: The batch's share of its pass's wall time (a pass runs several batches at once).
-    seconds: float
-
-
-@dataclass
-class PassSummary:
-    """Consecutive micro-batches run as one Spark pass and committed together."""
-
-    first_batch: int
-    last_batch: int
-    records: int
-    seconds: float
-
-
-@dataclass(frozen=True)
-class PendingBatch:
-    batch_id: int
-    seq_start: int
-    seq_end: int
-    finalize: bool = False
-
-    @property
-    def records(self) -> int:
-        return self.seq_end - self.seq_start
-
-
-def plan_passes(batches: list[PendingBatch], max_records: int) -> list[list[PendingBatch]]:
-    """Cut consecutive batches into passes of at most ``max_records`` records (at least one
-    batch each; the finalize batch, which has none, joins the last)."""
-    passes: list[list[PendingBatch]] = []
-    records = 0
-    for batch in batches:
-        if passes and records + batch.records <= max_records:
-            passes[-1].append(batch)
-            records += batch.records
-        else:
-            passes.append([batch])
-            records = batch.records
-    return passes
-
-
-@dataclass
-class ComputedPass:
-    """A pass whose operator has run, not yet written: what ``write_pass`` needs."""
-
-    batches: list[PendingBatch]
-    staged: Any  # the pass's staged records (a DataFrame), None for a finalize-only pass
-    timelines: list[Timeline]
-    states: list[WatermarkState]  # the watermark state after each batch
-    out: Any  # the operator's output rows (Arrow), every kind
-    by_kind: dict[str, Any]  # the same rows by ``_kind``
-    panes: dict[int, dict[str, int]]  # per batch: panes by timing
-    late_counts: dict[int, int]  # per batch
-    steps: dict[str, float]
-    started: float
-    keys: list[str]
-    staged_rows: Any = None  # the staged rows (Arrow) when the pass read them to the driver
-
-    def state_rows(self) -> Any:
-        """The window state after the pass (Arrow), as the next pass starts from it."""
-        rows = self.by_kind.get("state", self.out.slice(0, 0))
-        return rows.select([*self.keys, *[name for name, _ in STATE_COLUMNS]])
-
-
-class ReadAhead(NamedTuple):
-    """Staged records read to the driver for the small passes from ``start`` on."""
-
-    start: int  # first _seq
-    end: int  # end _seq (exclusive)
-    columns: list[str]
-    rows: Any  # Arrow, in _seq order
-
-
-@dataclass(frozen=True)
-class LatestMerged:
-    """What ``window_latest`` holds, as a commit row records it."""
-
-    through: int  # the last batch whose panes it holds (-1: none)
-    version: int | None  # its Delta version (None: no table yet)
-
-
-class LatestMerges:
-    """``window_latest``'s MERGEs, one at a time, each running beside the passes after the one
-    that starts it (a MERGE is several Spark jobs: it took 2.6-3.4 s of a one-batch pass whose
-    other writes took 0.8 s).
-
-    Commit rows record a MERGE from the pass that starts the next one on (which waits for it), or
-    from the pass that ends the run (which waits for its own): until then they record the table as
-    it was before the MERGE, which a recovery restores. What a row records so depends only on the
-    passes, never on timing.
-    """
-
-    def __init__(self, store: DeltaStore, recorded: LatestMerged):
-        self.store = store
-        #: What commit rows record now.
-        self.recorded = recorded
-        #: The last batch the newest MERGE (running or not) covers: the next one starts after it.
-        self.started_through = recorded.through
-        self.running: tuple[Future, int] | None = None
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="latest-merge")
-
-    def start(self, merge: Callable[[], None], through: int) -> None:
-        """Run ``merge`` (panes through batch ``through``) once the MERGE before it is done."""
-        self.record()
-        # Nothing else writes the table now (maintenance waits for MERGEs): its version before
-        # this MERGE, after any compaction since the last one.
-        self.recorded = LatestMerged(self.recorded.through, self.store.version("window_latest"))
-        self.started_through = through
-
-        def run() -> int | None:
-            merge()
-            return self.store.version("window_latest")
-
-        self.running = (self.executor.submit(run), through)
-
-    def record(self) -> None:
-        """Wait for the running MERGE, and record it."""
-        if self.running is not None:
-            future, through = self.running
-            self.running = None
-            self.recorded = LatestMerged(through, future.result())
-
-    def settle(self) -> None:
-        """Wait for the running MERGE without recording it (before maintenance compacts the table)."""
-        if self.running is not None:
-            self.running[0].result()
-
-    def check(self) -> None:
-        """Raise the running MERGE's error if it failed already."""
-        if self.running is not None and self.running[0].done():
-            self.running[0].result()
-
-    def shutdown(self) -> None:
-        self.executor.shutdown()
-
-
-@dataclass
-class RunSummary:
-    pipeline: str
-    output_path: str
-    files_ingested: int = 0
-    records_read: int = 0
-    records_accepted: int = 0
-    records_quarantined: int = 0
-    batches: list[BatchSummary] = field(default_factory=list)
-    passes: list[PassSummary] = field(default_factory=list)
-    finalized: bool = False
-    watermark: int = MIN_TIMESTAMP
-    seconds: float = 0.0
-    #: What the run's firings went to (``window_results``, ``join_results``, ``process_results``).
-    results_table: str = "window_results"
-    #: The tables the run wrote to, in the order it first did (a dict as an ordered set: the
-    #: pass-writing threads add to it).
-    tables: dict[str, None] = field(default_factory=dict)
-
-    def wrote(self, *tables: str) -> None:
-        for table in tables:
-            self.tables.setdefault(table, None)
-
-    @property
-    def panes(self) -> dict[str, int]:
-        totals: dict[str, int] = {}
-        for batch in self.batches:
-            for timing, count in batch.panes.items():
-                totals[timing] = totals.get(timing, 0) + count
-        return totals
-
-    @property
-    def late(self) -> int:
-        return sum(batch.late for batch in self.batches)
-
-    @property
-    def records_replayed(self) -> int:
-        return sum(batch.records for batch in self.batches)
-
-    def add(self, later: RunSummary) -> None:
-        """Count a later run of the same command in (a finished operation, then the run asked for)."""
-        for name in ("files_ingested", "records_read", "records_accepted", "records_quarantined", "seconds"):
-            setattr(self, name, getattr(self, name) + getattr(later, name))
-        self.batches += later.batches
-        self.passes += later.passes
-        self.wrote(*later.tables)
-        self.finalized, self.watermark = later.finalized, later.watermark
 
 
 def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
