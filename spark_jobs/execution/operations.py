@@ -87,9 +87,9 @@ def reprocess(
     summary = _summary(config)
     with pipeline_lock(config, spark):
         pending = read_operation(config, spark)
-        finished = finish_operation(config, spark, summary, progress)
+        finish_operation(config, spark, summary, progress)
         if pending is not None and pending.same_request(from_ms, to_ms, reason):
-            return ReprocessOutcome(True, summary, f"finished the interrupted {finished.describe()}")
+            return ReprocessOutcome(True, summary, f"finished {pending.describe()}, left by a killed command")
         operation = plan_reprocess(DeltaStore(spark, config), from_ms, to_ms, reason)
         if isinstance(operation, str):
             return ReprocessOutcome(False, summary, operation)
