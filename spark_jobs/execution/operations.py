@@ -174,6 +174,9 @@ def finish_operation(
         # The log ends before from_batch: the run's recovery restores the tables to it, then the
         # batches are replayed up to where the pipeline was, finalizing at the same batch.
         for finalize_at in operation.finalize_batches:
+            log = committed_log(store)
+            if log and log[-1]["batch_id"] >= finalize_at:
+                continue  # committed before a kill: finalizing again would add a batch
             replay = _replay(config, spark, progress, batch_size)
             summary.add(replay.run(True, through_batch=finalize_at - 1))
         replay = _replay(config, spark, progress, batch_size)

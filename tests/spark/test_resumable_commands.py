@@ -196,3 +196,29 @@ def test_run_killed_inside_maintenance_resumes_to_the_same_tables(spark, tmp_pat
         assert done.returncode == 0, done.stderr[-3000:]
         tables[name] = snapshot(spark, tmp_path / name)
     assert tables["killed"] == tables["clean"]
+
+
+@pytest.mark.slow
+def test_reprocess_of_a_pipeline_replayed_past_its_finalize_is_resumed_without_a_second_finalize(
+    spark, tmp_path
+):
+    """Batches after the finalize batch (a file that arrived later: replayed at +infinity, all
+    late): the replay forward finalizes at the same batch, then replays them; killed after their
+    commit, the resumed reprocess must not finalize again."""
+    later = write_archive(tmp_path / "later", records=30, seed=4, files=1) / "part-000.jsonl"
+    for name, crash_at in (("clean", None), ("killed", "batch:9:committed")):
+        archive = write_archive(tmp_path / name / "archive")
+        config = write_pipeline(tmp_path / f"{name}.yaml", archive, tmp_path / name / "lakehouse")
+        assert cli("run", str(config), "--finalize").returncode == 0
+        shutil.copy(later, archive / "part-900.jsonl")
+        assert cli("run", str(config)).returncode == 0  # batch 9, after the finalize batch 8
+        before = snapshot(spark, tmp_path / name / "lakehouse")
+        if crash_at:
+            killed(config, REPROCESS, crash_at)
+        done = cli(REPROCESS[0], str(config), *REPROCESS[1:])
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert snapshot(spark, tmp_path / name / "lakehouse") == before
+        log = spark.read.format("delta").load(str(tmp_path / name / "lakehouse" / "replay_log"))
+        rows = [(row["batch_id"], row["finalize"]) for row in log.orderBy("batch_id").collect()]
+        assert rows[-3:] == [(7, False), (8, True), (9, False)], rows
+    # (Each against its own tables before the reprocess: late events name their archive's path.)
