@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from spark_jobs.interfaces.cli import main as cli_main
+from spark_jobs.interfaces import cli
 
 
 def submitted_master() -> str | None:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet:
         command.append("--quiet")
     print(f"replay_job: replay {' '.join(command)}", file=sys.stderr, flush=True)
-    return cli_main(command)
+    return cli.main(command)
 
 
 if __name__ == "__main__":
