@@ -216,6 +216,16 @@ def join_path(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *parts])
 
 
+def local_path(path: str) -> str | None:
+    """A path (or ``file:`` URI) on the local file system as a plain path; None for a URI another
+    file system serves (``s3a://``, ``hdfs://`` ...), which only Hadoop's FileSystem can reach."""
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    if path.startswith("file:"):
+        return path.removeprefix("file:")
+    return None if "://" in path else path
+
+
 def resolve_path(path: str) -> str:
     if "://" in path or path.startswith("/"):
         return path

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..config import PipelineConfig
+from ..config import PipelineConfig, local_path
 from ..exceptions import ConcurrentRunError
 from .faults import crash_point
 from .state.delta import ALL_TABLES, BATCH_TABLES, DeltaStore
@@ -31,8 +31,8 @@ LOCK_NAME = "_replay.lock"
 def pipeline_lock(config: PipelineConfig, spark: Any = None) -> Iterator[None]:
     """Hold the pipeline's lock for the duration of the block, or raise ConcurrentRunError."""
     path = config.output_path
-    if "://" not in path or path.startswith("file:"):
-        local = path.removeprefix("file:")
+    local = local_path(path)
+    if local is not None:
         os.makedirs(local, exist_ok=True)
         with _flock(os.path.join(local, LOCK_NAME), config.name, _jvm_pid(spark)):
             yield
@@ -200,7 +200,6 @@ def drop_all(store: DeltaStore) -> list[str]:
 
 def _leftover(store: DeltaStore, table: str) -> bool:
     """Whether a table's directory is there without a readable log (a delete that was cut short)."""
-    local = store.path(table)
-    if "://" in local and not local.startswith("file:"):
-        return False  # object storage: a prefix without a log lists no version; nothing to find
-    return os.path.exists(local.removeprefix("file:"))
+    local = local_path(store.path(table))
+    # On object storage a prefix without a log lists no version: nothing to find.
+    return local is not None and os.path.exists(local)

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...config import PipelineConfig
+from ...config import PipelineConfig, local_path
 from ...core.durations import format_timestamp
 
 JOURNAL_NAME = "_replay_operation.json"
@@ -70,21 +70,10 @@ def journal_path(config: PipelineConfig) -> str:
     return f"{config.output_path.rstrip('/')}/{JOURNAL_NAME}"
 
 
-def _local(path: str) -> str | None:
-    """The local file system path, or None for a URI a Hadoop file system serves."""
-    if "://" not in path:
-        return path
-    if path.startswith("file://"):
-        return path.removeprefix("file://")
-    if path.startswith("file:"):
-        return path.removeprefix("file:")
-    return None
-
-
 def read_operation(config: PipelineConfig, spark: Any = None) -> Operation | None:
     """The unfinished operation, if any. Needs ``spark`` only for a pipeline on object storage."""
     path = journal_path(config)
-    local = _local(path)
+    local = local_path(path)
     if local is not None:
         try:
             with open(local) as handle:
@@ -102,7 +91,7 @@ def write_operation(config: PipelineConfig, operation: Operation, spark: Any = N
     """Record the operation (or its next phase). Atomic: a reader sees the old or the new record."""
     text = json.dumps(asdict(operation), indent=1)
     path = journal_path(config)
-    local = _local(path)
+    local = local_path(path)
     if local is None:
         _hadoop_write(spark, path, text)  # one PUT on object storage, atomic by itself
         return
@@ -118,7 +107,7 @@ def write_operation(config: PipelineConfig, operation: Operation, spark: Any = N
 def clear_operation(config: PipelineConfig, spark: Any = None) -> None:
     """The operation is done."""
     path = journal_path(config)
-    local = _local(path)
+    local = local_path(path)
     if local is not None:
         try:
             os.remove(local)
