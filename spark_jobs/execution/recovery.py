@@ -140,9 +140,10 @@ def committed_log(store: DeltaStore) -> list[dict[str, Any]]:
     return [row.asDict() for row in store.read("replay_log").orderBy("batch_id").collect()]
 
 
-def tables_ahead(store: DeltaStore, last: dict[str, Any] | None) -> dict[str, tuple[int, int | None]]:
+def tables_ahead(store: Any, last: dict[str, Any] | None) -> dict[str, tuple[int, int | None]]:
     """The batch tables whose version is past what the last committed batch recorded (None: a
-    table that batch predates): ``{table: (current, recorded)}``. What ``recover`` repairs."""
+    table that batch predates): ``{table: (current, recorded)}``. What ``recover`` repairs.
+    ``store``: anything with ``versions(tables)`` (a ``DeltaStore``; delta-rs's reader, no JVM)."""
     recorded = (last or {}).get("table_versions") or {}
     return {
         table: (current, recorded.get(table))

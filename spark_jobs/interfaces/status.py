@@ -1,4 +1,8 @@
-"""What has been replayed: read back from the pipeline's own Delta tables."""
+"""What has been replayed: read back from the pipeline's own Delta tables.
+
+For tables on the local disk the report reads them with delta-rs (``execution.state.delta_rs``)
+and answers in about a second, without a JVM; on object storage it reads them through Spark.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ from typing import Any
 from ..config import PipelineConfig
 from ..core.durations import format_timestamp
 from ..execution.recovery import committed_log, tables_ahead
-from ..execution.spark_session import get_spark
 from ..execution.state.delta import ALL_TABLES, DeltaStore
+from ..execution.state.delta_rs import DeltaRsReader
 from ..execution.state.journal import read_operation
 
 #: What a firing emits, by the table it goes to.
@@ -18,11 +22,14 @@ FIRINGS = {"window_results": "panes", "join_results": "joined pairs", "process_r
 def pipeline_status(config: PipelineConfig, spark: Any = None) -> str:
     """What the pipeline's tables hold, and what a killed command left unfinished with the command
     that repairs it. Never raises on a pipeline's state: a table it cannot read is reported as
-    such."""
-    from pyspark.sql import functions as F
+    such. Starts Spark (when ``spark`` is not given) only for tables on object storage."""
+    if DeltaRsReader.supports(config):
+        tables: Any = DeltaRsReader(config)
+    else:
+        from ..execution.spark_session import get_spark
 
-    spark = spark or get_spark(f"replay-{config.name}")
-    store = DeltaStore(spark, config)
+        spark = spark or get_spark(f"replay-{config.name}")
+        tables = SparkTables(DeltaStore(spark, config))
     lines = [f"pipeline {config.name} ({config.output_path})"]
     operation = _attempt(lambda: read_operation(config, spark))
     if isinstance(operation, _Unreadable):
@@ -30,22 +37,19 @@ def pipeline_status(config: PipelineConfig, spark: Any = None) -> str:
     elif operation is not None:
         again = "replay reset PIPELINE --yes" if operation.kind == "reset" else "the same reprocess"
         lines.append(f"  UNFINISHED {operation.describe()}; `replay run PIPELINE` (or {again}) finishes it")
-    log = _attempt(lambda: committed_log(store))
+    log = _attempt(tables.committed_log)
     if isinstance(log, _Unreadable):
         lines.append(f"  replay_log cannot be read: {log}")
-        lines.append(_tables_line(store))
+        lines.append(_tables_line(tables))
         return "\n".join(lines)
     last = log[-1] if log else None
     if last is None:
         lines.append("  batches    none committed yet")
-    files = _attempt(lambda: store.read("source_files").agg(
-        F.count("*"), F.sum("records"), F.sum("quarantined")
-    ).first() if store.exists("source_files") else None)
+    files = _attempt(tables.files_summary)
     if isinstance(files, _Unreadable):
         lines.append(f"  files      source_files cannot be read: {files}")
     elif files is not None:
-        lines.append(f"  files      {files[0]} ingested: {files[1] or 0} records accepted, "
-                     f"{files[2] or 0} quarantined")
+        lines.append(f"  files      {files[0]} ingested: {files[1]} records accepted, {files[2]} quarantined")
     if last is not None:
         lines += [
             f"  batches    {len(log)} committed (last id {last['batch_id']}), "
@@ -56,20 +60,48 @@ def pipeline_status(config: PipelineConfig, spark: Any = None) -> str:
             f"  output     {sum(row['panes'] for row in log)} {FIRINGS[config.results_table]}, "
             f"{sum(row['late'] for row in log)} late events",
         ]
-        state = _attempt(lambda: store.read_state(last).agg(
-            F.count("*"), F.sum(F.col("is_open").cast("int"))).first())
+        state = _attempt(lambda: tables.state_summary(last))
         if isinstance(state, _Unreadable):
             lines.append(f"  state      operator_state cannot be read at the committed version: {state}")
         else:
-            lines.append(f"  state      {state[1] or 0} open windows in {state[0]} state rows")
-    lines += _consistency(store, last, operation)
-    lines.append(_tables_line(store))
+            lines.append(f"  state      {state[1]} open windows in {state[0]} state rows")
+    lines += _consistency(tables, last, operation)
+    lines.append(_tables_line(tables))
     return "\n".join(line for line in lines if line)
 
 
-def _consistency(store: DeltaStore, last: dict[str, Any] | None, operation: Any) -> list[str]:
+class SparkTables:
+    """What the report reads, through Spark (tables on object storage): ``DeltaRsReader``'s
+    methods over a ``DeltaStore``."""
+
+    def __init__(self, store: DeltaStore) -> None:
+        self.store = store
+
+    def committed_log(self) -> list[dict[str, Any]]:
+        return committed_log(self.store)
+
+    def versions(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
+        return self.store.versions(tables)
+
+    def files_summary(self) -> tuple[int, int, int] | None:
+        from pyspark.sql import functions as F
+
+        if not self.store.exists("source_files"):
+            return None
+        files = self.store.read("source_files")
+        row = files.agg(F.count("*"), F.sum("records"), F.sum("quarantined")).first()
+        return row[0], row[1] or 0, row[2] or 0
+
+    def state_summary(self, last: dict[str, Any]) -> tuple[int, int]:
+        from pyspark.sql import functions as F
+
+        row = self.store.read_state(last).agg(F.count("*"), F.sum(F.col("is_open").cast("int"))).first()
+        return row[0], row[1] or 0
+
+
+def _consistency(tables: Any, last: dict[str, Any] | None, operation: Any) -> list[str]:
     """Tables ahead of the commit log (a run killed mid-pass) or missing though it records them."""
-    ahead = _attempt(lambda: tables_ahead(store, last))
+    ahead = _attempt(lambda: tables_ahead(tables, last))
     if isinstance(ahead, _Unreadable):
         return [f"  CHECK      table versions cannot be listed: {ahead}"]
     lines = []
@@ -83,7 +115,7 @@ def _consistency(store: DeltaStore, last: dict[str, Any] | None, operation: Any)
             f"  AHEAD      of the last committed batch, left by an interrupted command: {described}{repair}"
         )
     recorded = (last or {}).get("table_versions") or {}
-    present = _attempt(lambda: store.versions(list(recorded)))
+    present = _attempt(lambda: tables.versions(list(recorded)))
     missing = [] if isinstance(present, _Unreadable) else [t for t in recorded if t not in present]
     if missing:
         lines.append(
@@ -93,8 +125,8 @@ def _consistency(store: DeltaStore, last: dict[str, Any] | None, operation: Any)
     return lines
 
 
-def _tables_line(store: DeltaStore) -> str:
-    versions = _attempt(lambda: store.versions(ALL_TABLES))
+def _tables_line(tables: Any) -> str:
+    versions = _attempt(lambda: tables.versions(ALL_TABLES))
     if isinstance(versions, _Unreadable):
         return f"  tables     cannot be listed: {versions}"
     if not versions:
