@@ -61,7 +61,7 @@ from .spark_batch import (
     run_keys_on_driver,
     sql_type,
 )
-from .state.delta import BATCH_TABLES, DeltaStore
+from .state.delta import BATCH_TABLES, DeltaStore, staging_clock_column
 
 Progress = Callable[[str], None]
 #: How ``staging`` is written (besides its statistics columns): records are staged in ranges of
@@ -455,7 +455,7 @@ class Replay:
     def pending_batches(self, last: dict[str, Any] | None) -> list[tuple[int, int, int, int]]:
         """Staged batches not yet committed: (batch id, first seq, end seq, replay clock at end)."""
         running = (last or {}).get("clock_after") or MIN_TIMESTAMP
-        clock = "_ingest_time" if self.config.source.ingest_time else "_event_time"
+        clock = staging_clock_column(self.config)
         if self.ingested is not None and self.ingested[0] == (last["seq_end"] if last else 0):
             # Everything pending was ingested by this run: its batches are known on the driver.
             seq_base, batch_base, table = self.ingested

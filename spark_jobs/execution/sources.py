@@ -47,12 +47,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..exceptions import ConfigError
+from .archive_files import ArchiveFile, data_suffixes, is_data_file
 
 if TYPE_CHECKING:
     from ..config import PipelineConfig, SourceConfig
-
-JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-PARQUET_SUFFIXES = (".parquet",)
 
 RECORD_COLUMNS = (
     "_file", "_file_index", "_line", "_event_time", "_ingest_time", "_partition", "_offset", "_id",
@@ -110,25 +108,14 @@ class CheckedArchive:
     max_rows: int | None
 
 
-@dataclass(frozen=True)
-class ArchiveFile:
-    """One archive file as the file system reports it; ``path`` is the qualified Hadoop path."""
-
-    path: str
-    size: int
-    modified_ms: int
-
-
 # ---- listing -------------------------------------------------------------------------------------
 def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]:
     """The archive's data files, sorted by path.
 
-    ``source.path`` is a file or a directory walked recursively. Files (and directories below
-    the root) whose name starts with ``_`` or ``.`` are skipped, as Spark and Hadoop writers use
-    them for markers, checksums and temporary output (``_SUCCESS``, ``.crc``, ``_temporary/``).
-    Only the format's extensions count, so stray files (a README, a ``.tmp``) are never parsed.
+    ``source.path`` is a file or a directory walked recursively; which files are data is
+    ``archive_files.is_data_file``.
     """
-    suffixes = JSONL_SUFFIXES if source.format == "jsonl" else PARQUET_SUFFIXES
+    suffixes = data_suffixes(source.format)
     jvm = spark._jvm
     root = jvm.org.apache.hadoop.fs.Path(source.path)
     fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
@@ -151,9 +138,7 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
         status = entries.next()
         path = status.getPath().toString()
         relative = path[len(prefix):] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
-        if any(part.startswith(("_", ".")) for part in relative.split("/")):
-            continue
-        if path.lower().endswith(suffixes):
+        if is_data_file(relative, suffixes):
             files.append(ArchiveFile(path, status.getLen(), status.getModificationTime()))
     return sorted(files, key=lambda f: f.path)
 

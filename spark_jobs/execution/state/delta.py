@@ -43,6 +43,12 @@ ALL_TABLES = (*TABLES, "dq_results", "reprocess_history")
 NEW_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
 
 
+def staging_clock_column(config: PipelineConfig) -> str:
+    """The ``staging`` column holding each record's replay clock: its ingest time when the source
+    has one, else its event time."""
+    return "_ingest_time" if config.source.ingest_time else "_event_time"
+
+
 @dataclass
 class DeltaStore:
     spark: Any

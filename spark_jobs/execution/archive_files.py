@@ -1,0 +1,68 @@
+"""Which files of an archive are data: the one rule, and a listing of a local archive without a JVM.
+
+``sources.list_archive`` lists an archive through Hadoop's ``FileSystem`` (any file system Spark
+reaches); ``list_local_archive`` lists one on the local disk with the same rule and the same
+path strings, so that deciding whether an Airflow interval has anything to do needs no Spark.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
+PARQUET_SUFFIXES = (".parquet",)
+
+
+@dataclass(frozen=True)
+class ArchiveFile:
+    """One archive file as the file system reports it; ``path`` is the qualified Hadoop path."""
+
+    path: str
+    size: int
+    modified_ms: int
+
+
+def data_suffixes(source_format: str) -> tuple[str, ...]:
+    return JSONL_SUFFIXES if source_format == "jsonl" else PARQUET_SUFFIXES
+
+
+def is_data_file(relative: str, suffixes: tuple[str, ...]) -> bool:
+    """Whether a file below the archive's root (``relative``: its path from there, ``/``-separated)
+    is data. Files and directories whose name starts with ``_`` or ``.`` are skipped, as Spark and
+    Hadoop writers use them for markers, checksums and temporary output (``_SUCCESS``, ``.crc``,
+    ``_temporary/``); only the format's extensions count, so a README or a ``.tmp`` is never parsed."""
+    if any(part.startswith(("_", ".")) for part in relative.split("/")):
+        return False
+    return relative.lower().endswith(suffixes)
+
+
+def hadoop_local_path(path: str) -> str:
+    """The string Hadoop's local file system gives a path: ``file:`` and the absolute path."""
+    return "file:" + os.path.abspath(path)
+
+
+def list_local_archive(root: str, source_format: str) -> list[ArchiveFile]:
+    """The data files of an archive on the local disk, sorted by path, named and timed as
+    ``sources.list_archive`` names and times them. Raises FileNotFoundError when ``root`` is
+    missing and ValueError when it is a file of another format."""
+    suffixes = data_suffixes(source_format)
+    if os.path.isfile(root):
+        if not root.lower().endswith(suffixes):
+            raise ValueError(f"{root} is not a {source_format} file ({', '.join(suffixes)})")
+        return [_archive_file(root)]
+    if not os.path.isdir(root):
+        raise FileNotFoundError(root)
+    files = []
+    for directory, _subdirectories, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            if is_data_file(os.path.relpath(path, root).replace(os.sep, "/"), suffixes):
+                files.append(_archive_file(path))
+    return sorted(files, key=lambda f: f.path)
+
+
+def _archive_file(path: str) -> ArchiveFile:
+    status = os.stat(path)
+    # Hadoop's local file system reports File.lastModified(): whole milliseconds, truncated.
+    return ArchiveFile(hadoop_local_path(path), status.st_size, status.st_mtime_ns // 1_000_000)
