@@ -21,6 +21,10 @@ with DAG(
     description="Great Expectations suites over each pipeline's Delta tables",
     schedule=AssetAny(*ASSETS) if ASSETS else None,
     catchup=False,
+    # Unpaused from the start: it only runs on asset events (or by hand), and paused it would
+    # silently skip the checks of every backfill and reprocess until someone noticed.
+    is_paused_upon_creation=False,
+    max_active_runs=1,  # each run starts Spark; asset events queued meanwhile are checked together
     default_args=orch.default_args(),
     tags=orch.tags("quality"),
     doc_md=__doc__,

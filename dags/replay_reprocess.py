@@ -2,8 +2,11 @@
 
 Params are validated twice before anything is touched: by their JSON schema when the run is
 created (enum of pipelines, ISO-8601 timestamps, non-empty reason) and by ``check_params``
-(from < to, zones); an invalid run fails there, and ``reprocess`` never starts. On success the
+(from < to, zones); an invalid run fails there, and no reprocess starts. The reprocess then runs
+as the chosen pipeline's own task (``reprocess__<name>``), in that pipeline's one-slot pool, so it
+queues behind a backfill run of the same pipeline instead of colliding with it. On success the
 pipeline's output asset is updated (through an alias), which schedules ``replay_quality``.
+Unpaused from the start: it only runs when triggered.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from spark_jobs.interfaces import orchestration as orch
 
-PIPELINES = {config.name: config.config_path for config in orch.discover_pipelines()}
+CONFIGS = orch.discover_pipelines()
+PIPELINES = {config.name: config.config_path for config in CONFIGS}
 ISO = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$"
 TIME = {"type": "string", "format": "date-time", "pattern": ISO}
 
@@ -23,6 +27,7 @@ with DAG(
     schedule=None,
     catchup=False,
     max_active_runs=1,
+    is_paused_upon_creation=False,
     default_args=orch.default_args(),
     tags=orch.tags("reprocess"),
     doc_md=__doc__,
@@ -44,15 +49,26 @@ with DAG(
             raise AirflowFailException(f"invalid reprocessing params: {error}") from error
         return request.__dict__
 
-    @task(task_id="reprocess", outlets=[orch.reprocessed_alias()])
-    def reprocess(request: dict, **context) -> dict:
-        try:
-            result = orch.reprocess_range(orch.ReprocessRequest(**request))
-        except orch.MissingComponentError as error:
-            raise AirflowFailException(str(error)) from error
-        if result["reprocessed"]:
-            asset = orch.pipeline_asset(orch.load_pipeline(request["pipeline_path"]))
-            context["outlet_events"][orch.reprocessed_alias()].add(asset, extra={"reason": request["reason"]})
-        return result
+    @task.branch(task_id="choose_pipeline")
+    def choose_pipeline(request: dict) -> str:
+        return f"reprocess__{request['pipeline']}"
 
-    reprocess(check_params())
+    def reprocess_task(config):
+        @task(task_id=f"reprocess__{config.name}", outlets=[orch.reprocessed_alias()],
+              pool=orch.pool_name(config))
+        def reprocess(request: dict, **context) -> dict:
+            try:
+                result = orch.reprocess_range(orch.ReprocessRequest(**request))
+            except orch.MissingComponentError as error:
+                raise AirflowFailException(str(error)) from error
+            if result["reprocessed"]:
+                context["outlet_events"][orch.reprocessed_alias()].add(
+                    orch.pipeline_asset(config), extra={"reason": request["reason"]})
+            return result
+
+        return reprocess
+
+    request = check_params()
+    chosen = choose_pipeline(request)
+    for config in CONFIGS:
+        chosen >> reprocess_task(config)(request)

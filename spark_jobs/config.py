@@ -7,6 +7,7 @@ such as ``s3a://bucket/path`` are kept as they are.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from dataclasses import dataclass, field
@@ -104,6 +105,8 @@ class MaintenanceConfig:
 class ScheduleConfig:
     interval: str | None = None  # cron preset / cron expression / duration, for the Airflow DAG
     start: str | None = None
+    #: Where the archive ends: the interval that reaches it is the DAG's last, and finalizes.
+    end: str | None = None
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,21 @@ def local_path(path: str) -> str | None:
     if path.startswith("file:"):
         return path.removeprefix("file:")
     return None if "://" in path else path
+
+
+def parse_instant(text: str, field: str) -> int:
+    """Epoch milliseconds from ``1700000000000`` or ISO-8601 with a zone (a command's or a
+    param's time); raises ConfigError naming ``field``."""
+    value = text.strip()
+    if value.lstrip("-").isdigit():
+        return int(value)
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise ConfigError(field, f"not an ISO-8601 time or epoch ms: {text!r}") from error
+    if moment.tzinfo is None:
+        raise ConfigError(field, f"needs a time zone (e.g. {value}Z): {text!r}")
+    return int(moment.timestamp() * 1000)
 
 
 def resolve_path(path: str) -> str:
@@ -550,9 +568,13 @@ class _Parser:
         return MaintenanceConfig(**values)
 
     def parse_schedule(self, data: dict[str, Any]) -> ScheduleConfig:
+        unknown = sorted(set(data) - {"interval", "start", "end"})
+        if unknown:
+            raise self.fail(f"schedule.{unknown[0]}", "unknown setting (known: end, interval, start)")
         return ScheduleConfig(
             interval=None if data.get("interval") is None else str(data["interval"]),
             start=None if data.get("start") is None else str(data["start"]),
+            end=None if data.get("end") is None else str(data["end"]),
         )
 
     # helpers -------------------------------------------------------------------------------

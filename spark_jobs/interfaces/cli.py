@@ -9,6 +9,7 @@
     replay reset PIPELINE.yaml --yes
     replay reprocess PIPELINE.yaml --from T1 --to T2 --reason TEXT
     replay demo                   generate the sample archive, replay it, print a summary
+    replay pools [DIR]            create each pipeline's one-slot Airflow pool
 """
 
 from __future__ import annotations
@@ -95,6 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     reprocess.add_argument("--to", dest="end", required=True, help="end of the range (exclusive)")
     reprocess.add_argument("--reason", required=True, help="why (recorded in reprocess_history)")
 
+    pools = commands.add_parser(
+        "pools", help="create each pipeline's one-slot Airflow pool (runs of a pipeline queue)",
+        description="Create, in Airflow's metadata database ($AIRFLOW_HOME, as `airflow pools set` "
+        "does), the one-slot pool `replay__<name>` of every pipeline config in the directory: every "
+        "Airflow task that changes a pipeline's tables runs in it, so runs of one pipeline (scheduled, "
+        "backfill, reprocess) queue instead of overlapping. Idempotent.",
+    )
+    pools.add_argument("directory", nargs="?", default=None,
+                       help="pipeline configs (default: $REPLAY_PIPELINES_DIR or include/pipelines)")
+
     from ..quality import cli as quality_cli
 
     COMMANDS.update(quality_cli.register(commands))
@@ -164,7 +175,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..config import load_config
+    from ..config import load_config, parse_instant
     from ..execution.operations import run_pipeline
     from ..execution.spark_session import get_spark
 
@@ -190,6 +201,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pools(args: argparse.Namespace) -> int:
+    from .orchestration import discover_pipelines, ensure_pools
+
+    for line in ensure_pools(discover_pipelines(args.directory)):
+        print(line)
+    return 0
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..execution.operations import reset
@@ -204,7 +223,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_reprocess(args: argparse.Namespace) -> int:
-    from ..config import load_config
+    from ..config import load_config, parse_instant
     from ..execution.operations import reprocess
 
     config = load_config(args.pipeline)
@@ -219,22 +238,6 @@ def cmd_reprocess(args: argparse.Namespace) -> int:
     if outcome.message:
         print(f"reprocess {config.name}: {outcome.message}")
     return 0
-
-
-def parse_instant(text: str, field: str) -> int:
-    """Epoch milliseconds from ``1700000000000`` or ISO-8601 with a zone."""
-    import datetime as dt
-
-    value = text.strip()
-    if value.lstrip("-").isdigit():
-        return int(value)
-    try:
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as error:
-        raise ConfigError(field, f"not an ISO-8601 time or epoch ms: {text!r}") from error
-    if moment.tzinfo is None:
-        raise ConfigError(field, f"needs a time zone (e.g. {value}Z): {text!r}")
-    return int(moment.timestamp() * 1000)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -318,6 +321,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "reset": cmd_reset,
     "reprocess": cmd_reprocess,
+    "pools": cmd_pools,
 }
 
 

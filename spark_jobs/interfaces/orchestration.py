@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import PipelineConfig, load_config
+from ..config import PipelineConfig, load_config, parse_instant
 from ..exceptions import ConfigError
 
 # The Spark side (operations, the session factory, the CLI) is imported inside the task callables:
@@ -116,6 +116,8 @@ def dag_id(config: PipelineConfig) -> str:
 class ScheduleSettings:
     interval: str
     start: dt.datetime
+    #: Where the archive ends (``schedule.end``): the interval that reaches it is the last one.
+    end: dt.datetime | None = None
 
 
 def schedule_settings(config: PipelineConfig) -> ScheduleSettings:
@@ -133,14 +135,24 @@ def schedule_settings(config: PipelineConfig) -> ScheduleSettings:
         raise ConfigError("schedule.start", "is required to schedule the pipeline in Airflow: the "
                           "first interval's start, ISO-8601 with a zone (e.g. 2023-11-14T22:00:00Z)",
                           source)
+    start = _schedule_time(config.schedule.start, "schedule.start", source)
+    end = None
+    if config.schedule.end:
+        end = _schedule_time(config.schedule.end, "schedule.end", source)
+        if end <= start:
+            raise ConfigError("schedule.end", f"must be after schedule.start ({config.schedule.end} <= "
+                              f"{config.schedule.start})", source)
+    return ScheduleSettings(interval, start, end)
+
+
+def _schedule_time(text: str, field: str, source: str | None) -> dt.datetime:
     try:
-        start = dt.datetime.fromisoformat(config.schedule.start.replace("Z", "+00:00"))
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as error:
-        raise ConfigError("schedule.start", f"not an ISO-8601 time: {config.schedule.start!r}",
-                          source) from error
-    if start.tzinfo is None:
-        raise ConfigError("schedule.start", "needs a time zone, e.g. 2023-11-14T22:00:00Z", source)
-    return ScheduleSettings(interval, start.astimezone(dt.UTC))
+        raise ConfigError(field, f"not an ISO-8601 time: {text!r}", source) from error
+    if moment.tzinfo is None:
+        raise ConfigError(field, "needs a time zone, e.g. 2023-11-14T22:00:00Z", source)
+    return moment.astimezone(dt.UTC)
 
 
 def _interval_delta(interval: str, source: str | None) -> dt.timedelta:
@@ -177,6 +189,43 @@ def timetable(config: PipelineConfig) -> Any:
 
 def start_date(config: PipelineConfig) -> dt.datetime:
     return schedule_settings(config).start
+
+
+def end_date(config: PipelineConfig) -> dt.datetime | None:
+    """The DAG's ``end_date``: just before ``schedule.end``. Airflow still schedules an interval
+    that *starts* at its end date, so the end date itself would add one interval past the archive;
+    a microsecond before it, the last run is the interval that reaches ``schedule.end``."""
+    end = schedule_settings(config).end
+    return None if end is None else end - dt.timedelta(microseconds=1)
+
+
+def ends_input(config: PipelineConfig, interval_end: Any) -> bool:
+    """Whether a run of this data interval is the schedule's last: it finalizes the pipeline (the
+    end of input: watermark to +infinity, every pending window fires), so a backfill ends by itself."""
+    end = schedule_settings(config).end
+    end_ms = _ms(interval_end)
+    return end is not None and end_ms is not None and end_ms >= int(end.timestamp() * 1000)
+
+
+def pool_name(config: PipelineConfig) -> str:
+    """The one-slot Airflow pool every task that changes this pipeline's tables runs in, so runs of
+    a pipeline (scheduled, ``backfill create``, reprocess) queue instead of overlapping."""
+    return f"replay__{config.name}"
+
+
+def ensure_pools(configs: Iterable[PipelineConfig]) -> list[str]:
+    """Create (or set back to one slot) each pipeline's pool in Airflow's metadata database, as
+    ``airflow pools set`` does; returns what was done, a line per pool."""
+    from airflow.api.client import get_current_api_client
+
+    client = get_current_api_client()
+    done = []
+    for config in configs:
+        name = pool_name(config)
+        client.create_pool(name=name, slots=1, include_deferred=False,
+                           description=f"runs of pipeline {config.name}, one at a time")
+        done.append(f"pool {name}: 1 slot")
+    return done
 
 
 def output_uri(config: PipelineConfig) -> str:
@@ -218,6 +267,11 @@ def tags(*extra: str) -> list[str]:
 def backfill_doc(config: PipelineConfig) -> str:
     settings = schedule_settings(config)
     description = config.raw.get("description") or ""
+    ends = (f"to {settings.end.isoformat()} (`schedule.end`): the run of the interval that reaches it "
+            "is the last and finalizes the pipeline (watermark to +infinity, every pending window "
+            "fires)" if settings.end else
+            "with no `schedule.end`: the schedule runs on toward today; trigger a run with "
+            '`{"finalize": true}` to end the input')
     return f"""\
 ### Replay `{config.name}` ({config.config_path})
 
@@ -226,8 +280,13 @@ def backfill_doc(config: PipelineConfig) -> str:
 Each run ingests what is new in the archive `{config.source.path}` and replays the batches whose
 replay clock is before the end of its data interval into the Delta tables under
 `{config.output_path}` (asset `{output_uri(config)}`), interval `{settings.interval}` from
-{settings.start.isoformat()}. Committed batches are skipped, so re-running an interval is a no-op;
-trigger the last interval with `{{"finalize": true}}` to end the input (watermark to +infinity).
+{settings.start.isoformat()} {ends}.
+
+`check_interval` first decides from metadata, without Spark, whether the interval has anything to
+do (a new archive file, a batch due, the end of input); when it has not, the run ends there in a
+second, with no asset event. Committed batches are skipped, so re-running an interval is a no-op.
+The replay tasks run in the one-slot pool `{pool_name(config)}` (create it with `replay pools`),
+which every run of this pipeline shares, reprocessing included: runs queue, never overlap.
 
 Spark mode: Variable/env `{MODE_VARIABLE}` = `local` (default, in-process session) or `submit`
 (`spark-submit` through connection `{SPARK_CONN_ID}`). Backfill a range:
@@ -297,10 +356,9 @@ def replay_interval(
 
     config = load_pipeline(pipeline_path)
     start_ms, end_ms = _ms(interval_start), _ms(interval_end)
-    window = (f"[{format_timestamp(start_ms)}, {format_timestamp(end_ms)})"
-              if start_ms is not None and end_ms is not None else "(no data interval)")
-    log.info("replay %s for interval %s: archive %s -> %s (finalize=%s)", config.name, window,
-             config.source.path, config.output_path, finalize)
+    finalize = bool(finalize) or ends_input(config, interval_end)
+    log.info("replay %s for interval %s: archive %s -> %s (finalize=%s)", config.name,
+             _interval_text(start_ms, end_ms), config.source.path, config.output_path, finalize)
     session = spark or get_spark(f"replay-{config.name}")
     summary = run_pipeline(config, spark=session, batch_size=batch_size, finalize=bool(finalize),
                            progress=log.info, until_ms=end_ms)
@@ -314,7 +372,35 @@ def replay_interval(
     else:
         log.info("replay %s: no batch to replay for this interval: every batch before its end was "
                  "already committed (watermark %s)", config.name, format_timestamp(summary.watermark))
+    if finalize and not summary.finalized:
+        log.warning("replay %s: not finalized: staged batches remain after %s (schedule.end before "
+                    "the archive's end?); trigger a run with {\"finalize\": true} to end the input",
+                    config.name, format_timestamp(end_ms))
     return result
+
+
+def _interval_text(start_ms: int | None, end_ms: int | None) -> str:
+    from ..core.durations import format_timestamp
+
+    if start_ms is None or end_ms is None:
+        return "(no data interval)"
+    return f"[{format_timestamp(start_ms)}, {format_timestamp(end_ms)})"
+
+
+def interval_has_work(
+    pipeline_path: str, finalize: bool = False, interval_start: Any = None, interval_end: Any = None
+) -> bool:
+    """Whether the run of this data interval would ingest, repair or replay anything, decided from
+    metadata without Spark (``execution.pending_work``): False ends the run there, with no Spark
+    started and no asset event (so no quality run follows)."""
+    from ..execution.pending_work import pending_work
+
+    config = load_pipeline(pipeline_path)
+    finalize = bool(finalize) or ends_input(config, interval_end)
+    answer = pending_work(config, _ms(interval_end), finalize)
+    log.info("replay %s, interval %s: %s", config.name,
+             _interval_text(_ms(interval_start), _ms(interval_end)), answer.reason)
+    return answer.work
 
 
 @dataclass(frozen=True)
@@ -328,8 +414,6 @@ class ReprocessRequest:
 
 def parse_reprocess_params(params: Mapping[str, Any], pipelines: Mapping[str, str]) -> ReprocessRequest:
     """Check the reprocessing params; raises ConfigError naming the param. Touches nothing."""
-    from .cli import parse_instant
-
     name = params.get("pipeline")
     if name not in pipelines:
         known = ", ".join(sorted(pipelines)) or "(no pipelines configured)"
@@ -452,8 +536,9 @@ def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
 
             self.jars = ",".join(project_jars())  # resolved here, never when the DAG is parsed
             params = context.get("params") or {}
-            self.application_args = submit_arguments(pipeline_path, bool(params.get("finalize")),
-                                                     until=context.get("data_interval_end"))
+            interval_end = context.get("data_interval_end")
+            finalize = bool(params.get("finalize")) or ends_input(load_pipeline(pipeline_path), interval_end)
+            self.application_args = submit_arguments(pipeline_path, finalize, until=interval_end)
             self.env_vars = {**submit_environment(), **(self.env_vars or {})}
             log.info("spark-submit %s %s (connection %s)", self.application,
                      " ".join(self.application_args), SPARK_CONN_ID)

@@ -53,14 +53,19 @@ def pipeline(tmp_path_factory, airflow_db):
 
 
 def run_interval(start: dt.datetime, **conf):
-    """One backfill run of the interval [start, start + 1h).
+    """One backfill run of the interval [start, start + 1h); its summary, None when the run ended
+    at ``check_interval`` (nothing to do: no Spark, no replay task).
 
     dag.test infers a manual run's data interval as the last complete one before its logical
     date, so the logical date passed is the interval's end.
     """
     run = load_dag(f"replay__{NAME}").test(logical_date=start + HOUR, run_conf=conf or None)
     assert str(run.state) == "success", task_states(run)
-    assert task_states(run)["replay_submit"] == "skipped"
+    states = task_states(run)
+    assert states["check_interval"] == "success" and states["replay_submit"] == "skipped"
+    if states["replay_local"] == "skipped":
+        assert states["choose_mode"] == "skipped" and xcom(run, "check_interval") is False
+        return None
     summary = xcom(run, "replay_local")
     assert summary["interval_start_ms"] == int(start.timestamp() * 1000)
     assert summary["interval_end_ms"] == int((start + HOUR).timestamp() * 1000)
@@ -90,10 +95,12 @@ def test_backfill_two_intervals_rerun_and_finalize(spark, pipeline):
     assert ends.first()[0] <= (FIRST + HOUR).replace(tzinfo=None)
     assert asset_event_count(asset.uri) == 1
 
-    again = run_interval(FIRST)  # the same interval again: its batch is already committed
-    assert again["batches"] == [] and again["records_read"] == 0
+    # The same interval again: its batch is committed and no archive file is new, which the check
+    # tells from metadata: the run ends there, Spark unused, no asset event.
+    assert run_interval(FIRST) is None
     assert rows(spark, output, "window_results") == results
     assert rows(spark, output, "replay_log") == log
+    assert asset_event_count(asset.uri) == 1
 
     last = run_interval(FIRST + HOUR, finalize=True)  # the last interval ends the input
     assert batch_ids(last) == [1, 2] and last["finalized"] and last["watermark"] == 2**63 - 1
@@ -124,7 +131,8 @@ def test_reprocess_with_bad_params_touches_nothing(spark, pipeline, change, word
     else:
         run = dag.test(run_conf={**REPROCESS, **change})
         assert str(run.state) == "failed"
-        assert task_states(run) == {"check_params": "failed", "reprocess": "upstream_failed"}
+        assert task_states(run) == {"check_params": "failed", "choose_pipeline": "upstream_failed",
+                                    f"reprocess__{NAME}": "upstream_failed"}
         assert f"invalid reprocessing params: {words}" in "".join(capfd.readouterr())
     assert snapshot_files(pipeline["root"]) == before
 
@@ -138,7 +146,7 @@ def test_reprocess_rewinds_and_replays_to_the_same_tables(spark, pipeline):
     events = asset_event_count(asset.uri)
     run = load_dag("replay_reprocess").test(run_conf=REPROCESS)
     assert str(run.state) == "success", task_states(run)
-    result = xcom(run, "reprocess")
+    result = xcom(run, f"reprocess__{NAME}")
     assert result["reprocessed"] and [b["batch_id"] for b in result["batches"]] == [1, 2]
     assert {t: rows(spark, output, t) for t in before} == before  # same archive: same results
     history = spark.read.format("delta").load(str(output / "reprocess_history")).collect()
@@ -191,7 +199,7 @@ def test_reprocess_retry_after_a_killed_attempt_finishes_it(spark, pipeline):
 
     run = load_dag("replay_reprocess").test(run_conf=conf)  # the retry
     assert str(run.state) == "success", task_states(run)
-    result = xcom(run, "reprocess")
+    result = xcom(run, f"reprocess__{NAME}")
     assert result["reprocessed"] and [b["batch_id"] for b in result["batches"]] == [1, 2]
     assert {t: rows(spark, output, t) for t in before} == before
     assert not (output / "_replay_operation.json").exists()

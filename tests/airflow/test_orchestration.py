@@ -69,12 +69,44 @@ def test_schedule_defaults_and_kinds(tmp_path):
     ({"interval": "@daily"}, "schedule.start", "is required"),
     ({"start": "2024-01-01T00:00:00"}, "schedule.start", "needs a time zone"),
     ({"start": "New Year"}, "schedule.start", "not an ISO-8601"),
+    ({"start": "2024-01-01T00:00:00Z", "end": "2024-01-01T00:00:00Z"}, "schedule.end", "must be after"),
+    ({"start": "2024-01-01T00:00:00Z", "end": "2024-01-02T00:00:00"}, "schedule.end", "needs a time zone"),
 ])
 def test_bad_schedules_name_the_field(tmp_path, schedule, field, words):
     with pytest.raises(ConfigError) as raised:
         orch.schedule_settings(config_at(tmp_path, schedule=schedule))
     assert raised.value.field == field and words in str(raised.value)
     assert str(tmp_path) in str(raised.value)  # names the file
+
+
+def test_schedule_end_is_the_last_interval_and_finalizes(tmp_path):
+    """Airflow schedules an interval that starts at the DAG's end date: the end date is set just
+    before schedule.end, so the last run is the interval reaching it, and that run finalizes."""
+    from airflow.timetables.base import DataInterval, TimeRestriction
+    from airflow.timetables.interval import CronDataIntervalTimetable  # the scheduler's side
+
+    config = config_at(tmp_path, schedule={"interval": "@hourly", "start": "2024-01-01T00:00:00Z",
+                                           "end": "2024-01-01T03:00:00Z"})
+    timetable = CronDataIntervalTimetable(orch.timetable(config).expression, timezone="UTC")
+    import pendulum
+
+    restriction = TimeRestriction(earliest=pendulum.instance(orch.start_date(config)),
+                                  latest=pendulum.instance(orch.end_date(config)), catchup=True)
+    starts, last = [], None
+    while (info := timetable.next_dagrun_info(last_automated_data_interval=last,
+                                              restriction=restriction)) is not None:
+        starts.append(info.data_interval.start.hour)
+        last = DataInterval(info.data_interval.start, info.data_interval.end)
+    assert starts == [0, 1, 2]
+    hour = dt.timedelta(hours=1)
+    assert [orch.ends_input(config, last.end - k * hour) for k in (0, 1)] == [True, False]
+    assert not orch.ends_input(config_at(tmp_path, schedule={"start": "2024-01-01T00:00:00Z"}), last.end)
+
+
+def test_unknown_schedule_setting_is_refused(tmp_path):
+    with pytest.raises(ConfigError) as raised:
+        config_at(tmp_path, schedule={"start": "2024-01-01T00:00:00Z", "stop": "2024-01-02T00:00:00Z"})
+    assert raised.value.field == "schedule.stop"
 
 
 def test_duplicate_pipeline_names_are_refused(tmp_path):

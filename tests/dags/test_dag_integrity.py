@@ -18,7 +18,7 @@ pytestmark = pytest.mark.airflow
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILES = sorted(p.name for p in DAGS_FOLDER.glob("*.py"))
-BACKFILL_TASKS = {"choose_mode", "replay_local", "replay_submit"}
+BACKFILL_TASKS = {"check_interval", "choose_mode", "replay_local", "replay_submit"}
 
 
 def load_dagbag():
@@ -70,35 +70,47 @@ def test_one_backfill_dag_per_config_file(dagbag, configs):
 
 
 def test_backfill_dags_schedule_and_tasks(dagbag, configs):
-    from airflow.sdk import CronDataIntervalTimetable
-
     for config in configs:
         dag = dagbag.dags[orch.dag_id(config)]
         assert {t.task_id for t in dag.tasks} == BACKFILL_TASKS
+        assert dag.get_task("check_interval").downstream_task_ids == {"choose_mode"}
         assert dag.get_task("choose_mode").downstream_task_ids == {"replay_local", "replay_submit"}
-        assert isinstance(dag.timetable, CronDataIntervalTimetable)
+        assert type(dag.timetable) is type(orch.timetable(config))
         assert dag.catchup is True and dag.max_active_runs == 1
         assert dag.start_date == orch.start_date(config)
+        assert dag.end_date == orch.end_date(config) is not None  # every shipped config has an end
+        assert dag.is_paused_upon_creation is True  # unpausing starts the catch-up: the user's call
         assert dag.params["finalize"] is False
         asset = orch.pipeline_asset(config)
         for task_id in ("replay_local", "replay_submit"):
-            assert [o.uri for o in dag.get_task(task_id).outlets] == [asset.uri]
+            task = dag.get_task(task_id)
+            assert [o.uri for o in task.outlets] == [asset.uri]
+            assert task.pool == orch.pool_name(config) == f"replay__{config.name}"
+        assert dag.get_task("check_interval").pool == "default_pool"
         submit = dag.get_task("replay_submit")
         assert submit.application.endswith("spark_jobs/execution/jobs/replay_job.py")
         assert submit._conn_id == "spark_default"
 
 
 def test_shipped_config_schedule(configs):
+    """The demo: six 10-minute intervals over the archive's span, the last one ending the input."""
     config = next(c for c in configs if c.name == "clicks_per_minute")
-    assert orch.timetable(config).expression == "0 * * * *"
+    assert orch.timetable(config).delta == dt.timedelta(minutes=10)
     assert orch.start_date(config) == dt.datetime(2023, 11, 14, 22, tzinfo=dt.UTC)
+    assert orch.end_date(config) < dt.datetime(2023, 11, 14, 23, tzinfo=dt.UTC)
+    assert not orch.ends_input(config, dt.datetime(2023, 11, 14, 22, 50, tzinfo=dt.UTC))
+    assert orch.ends_input(config, dt.datetime(2023, 11, 14, 23, tzinfo=dt.UTC))
 
 
 def test_reprocess_dag(dagbag, configs):
     dag = dagbag.dags["replay_reprocess"]
     assert dag.schedule is None  # manual trigger only
-    assert {t.task_id for t in dag.tasks} == {"check_params", "reprocess"}
-    assert dag.get_task("check_params").downstream_task_ids == {"reprocess"}
+    per_pipeline = {f"reprocess__{c.name}" for c in configs}
+    assert {t.task_id for t in dag.tasks} == {"check_params", "choose_pipeline"} | per_pipeline
+    assert dag.get_task("choose_pipeline").downstream_task_ids == per_pipeline
+    for config in configs:  # in the pipeline's pool: a reprocess queues behind its backfill runs
+        assert dag.get_task(f"reprocess__{config.name}").pool == orch.pool_name(config)
+    assert dag.is_paused_upon_creation is False
     assert dag.params.get_param("pipeline").schema["enum"] == sorted(c.name for c in configs)
     assert {"pipeline", "from", "to", "reason"} <= set(dag.params.keys())
 
@@ -106,6 +118,7 @@ def test_reprocess_dag(dagbag, configs):
 def test_quality_dag_is_scheduled_on_pipeline_assets(dagbag, configs):
     dag = dagbag.dags["replay_quality"]
     assert {t.task_id for t in dag.tasks} == {"select_pipelines", "validate"}
+    assert dag.is_paused_upon_creation is False and dag.max_active_runs == 1
     scheduled = {a.uri for a in dag.timetable.asset_condition.objects}
     assert scheduled == {orch.pipeline_asset(c).uri for c in configs}
 
