@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -35,6 +36,8 @@ JAR_CACHE = Path(os.environ.get("REPLAY_JAR_CACHE", PROJECT_ROOT / ".cache" / "i
 CLASS_ARCHIVE_DIR = Path(os.environ.get("REPLAY_CLASS_ARCHIVE_DIR", PROJECT_ROOT / ".cache" / "jvm"))
 # A stale or foreign archive is not an error: the JVM falls back to normal class loading, and
 # these keep it from printing CDS warnings into every command's output when it does.
+#: The driver's log4j2 configuration: quiet from the first line (see the file).
+DRIVER_LOG_CONFIG = Path(__file__).resolve().parent / "jvm" / "log4j2-driver.properties"
 _QUIET_CDS = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 # HotSpot never JIT-compiles a method over 8000 bytes of bytecode; whole-stage codegen makes such
 # methods for wide projections (validating a record, staging it), which then run interpreted, up
@@ -191,6 +194,11 @@ def get_spark(
     if active is not None:
         return active
     _check_java()
+    # py4j logs "Closing down clientserver connection" at INFO from an exit hook, after pytest or
+    # Airflow closed the stream its handler writes to: a "--- Logging error ---" traceback at the
+    # end of a green run. Its warnings stay.
+    if logging.getLogger("py4j").level == logging.NOTSET:
+        logging.getLogger("py4j").setLevel(logging.WARNING)
     python = sys.executable
     os.environ.setdefault("PYSPARK_PYTHON", python)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", python)
@@ -206,7 +214,8 @@ def get_spark(
         builder = builder.config(key, value)
     conf = dict(conf or {})
     # The caller's own JVM options come last, so that they win.
-    driver_options = [JVM_OPTIONS, conf.get("spark.driver.extraJavaOptions", "")]
+    driver_options = [JVM_OPTIONS, f"-Dlog4j2.configurationFile={DRIVER_LOG_CONFIG.as_uri()}",
+                      conf.get("spark.driver.extraJavaOptions", "")]
     archive = class_archive_path()
     if archive.is_file():
         driver_options.insert(0, f"-XX:SharedArchiveFile={archive} {_QUIET_CDS}")

@@ -25,6 +25,11 @@ from .suites import TABLE_SUITES, ConcreteSuite, SuiteFacts, build_suites
 from .tables import Snapshot
 
 log = logging.getLogger(__name__)
+# Great Expectations logs hundreds of INFO lines per validation (its docs decorators, default
+# values of every expectation): an Airflow task's log was 377 such lines out of 401. Its warnings
+# stay; a user who wants the rest sets the logger's level again.
+if logging.getLogger("great_expectations").level == logging.NOTSET:
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 DQ_RESULTS = "dq_results"
 DQ_RESULTS_SCHEMA = (
