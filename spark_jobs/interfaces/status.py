@@ -155,10 +155,14 @@ def pane_examples(spark: Any, config: PipelineConfig, limit: int = 8) -> str:
         return ""
     results = store.read("window_results")
     keys = [*config.key, "window_start"]
+    names = [spec.name for spec in config.aggregates]
+    # Among those, one whose every aggregate changes from pane to pane (a page without revenue
+    # showed `revenue=0.00` on every pane): the most distinct values, summed over the aggregates.
+    changing = sum((F.countDistinct(F.to_json(F.struct(name))) for name in names), F.lit(0))
     candidates = (
         results.groupBy(*keys)
-        .agg(F.countDistinct("timing").alias("kinds"), F.count("*").alias("n"))
-        .orderBy(F.col("kinds").desc(), F.col("n").desc())
+        .agg(F.countDistinct("timing").alias("kinds"), changing.alias("changing"), F.count("*").alias("n"))
+        .orderBy(F.col("kinds").desc(), F.col("changing").desc(), F.col("n").desc())
         .limit(1)
         .collect()
     )
@@ -174,7 +178,6 @@ def pane_examples(spark: Any, config: PipelineConfig, limit: int = 8) -> str:
         .limit(limit)
         .collect()
     )
-    names = [spec.name for spec in config.aggregates]
     key_text = ", ".join(f"{k}={pick[k]}" for k in config.key)
     out = [f"example: the panes of {key_text}, window starting {pick['window_start']}"]
     for row in rows:
