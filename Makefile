@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-all lint bench clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-all lint bench clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -20,6 +20,11 @@ test-slow: setup
 # after `make test`.
 test-cluster: setup
 	$(PYTEST) -m cluster -q
+
+# The README's Airflow section through a real scheduler (`airflow standalone` on SQLite, driven by
+# the CLI): CI runs it after the cluster tier.
+test-airflow: setup
+	$(PYTEST) -m scheduler -q
 
 test-all: setup
 	$(PYTEST) -q

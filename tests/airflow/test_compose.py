@@ -60,7 +60,7 @@ def test_compose_file_is_valid():
 def test_topology_and_commands(services):
     assert set(services) == AIRFLOW_SERVICES | {"postgres", "airflow-init", "spark-master", "spark-worker",
                                                 "replay"}
-    assert services["airflow-init"]["command"] == ["airflow", "db", "migrate"]
+    assert services["airflow-init"]["command"] == ["sh", "-c", "airflow db migrate && replay pools"]
     for name in AIRFLOW_SERVICES:
         service = services[name]
         assert service["command"] == ["airflow", AIRFLOW_COMMANDS[name]], name

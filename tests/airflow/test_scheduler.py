@@ -1,0 +1,238 @@
+"""The README's Airflow section, driven through a real scheduler: ``airflow standalone`` (scheduler,
+DAG processor, API server, triggerer; SQLite) in a fresh Airflow home, and the CLI commands the
+README shows, in its order: ``replay pools``, ``dags unpause``, ``backfill create``, ``dags trigger
+replay_reprocess``. Asserts run counts and states, which tasks ran or were skipped, that runs of
+the pipeline never overlapped, that empty intervals ended without Spark, that the quality DAG ran
+on the asset events, and that the Delta tables equal a plain ``replay run --finalize``.
+
+``make test-airflow`` (CI runs it after the cluster tier); about 6 minutes on 2 cores."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from spark_jobs.config import load_config
+from spark_jobs.execution.state.delta_rs import DeltaRsReader
+
+pytestmark = [pytest.mark.slow, pytest.mark.scheduler, pytest.mark.airflow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+DAG_ID = "replay__clicks_per_minute"
+INTERVALS = 6  # the demo's schedule: 22:00 to 23:00 in 10 minutes
+COMPARED = ("window_results", "window_latest", "late_events", "quarantine")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A fresh Airflow home and project base (archive, tables, the demo's config), the README's
+    environment, and ``airflow standalone`` running in it; stopped (its process group) at the end."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    base = tmp_path_factory.mktemp("replay-base")
+    pipelines = base / "pipelines"
+    pipelines.mkdir()
+    port = _free_port()
+    shutil.copy(ROOT / "include" / "pipelines" / "clicks_per_minute.yaml", pipelines)
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__PARALLELISM": "2",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        # Tasks report to the API server's execution API: on this test's port, not 8080.
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "REPLAY_PIPELINES_DIR": str(pipelines),
+        "REPLAY_BASE_DIR": str(base),
+    }
+    for key in ("AIRFLOW__CORE__UNIT_TEST_MODE", "REPLAY_TEST_AIRFLOW_HOME"):
+        env.pop(key, None)
+
+    def run(*args: str, timeout: float = 300) -> str:
+        done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=base, timeout=timeout)
+        assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        return done.stdout
+
+    run("replay", "generate", "data/archive/clicks")
+    run("airflow", "db", "migrate")
+    run("replay", "pools")
+    run("airflow", "dags", "reserialize")
+    log = open(home / "standalone.log", "w")  # noqa: SIM115 - open for the server's lifetime
+    server = subprocess.Popen(["airflow", "standalone"], stdout=log, stderr=subprocess.STDOUT, env=env,
+                              cwd=base, start_new_session=True)
+    try:
+        world = {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines}
+        _wait_for_api(world, port, server)
+        yield world
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+
+
+def _json(out: str) -> list[dict]:
+    """The JSON a CLI command printed (Airflow's warnings may precede it on stdout)."""
+    return next((json.loads(line) for line in reversed(out.splitlines()) if line.startswith("[")), [])
+
+
+def _runs(world, dag_id: str) -> list[dict]:
+    """The DAG's runs, oldest logical date first (manual runs, which have none, last)."""
+    runs = _json(world["run"]("airflow", "dags", "list-runs", dag_id, "--output", "json"))
+    return sorted(runs, key=lambda r: (r["logical_date"] == "", r["logical_date"], r["run_after"]))
+
+
+def _task_states(world, dag_id: str, run_id: str) -> dict[str, dict]:
+    out = world["run"]("airflow", "tasks", "states-for-dag-run", dag_id, run_id, "--output", "json")
+    return {row["task_id"]: row for row in _json(out)}
+
+
+def _wait(world, dag_id: str, count: int, timeout: float) -> list[dict]:
+    """Wait until the DAG has ``count`` runs, all finished; fail with the server's log tail if not."""
+    deadline = time.monotonic() + timeout
+    runs: list[dict] = []
+    while time.monotonic() < deadline:
+        runs = _runs(world, dag_id)
+        if len(runs) >= count and all(r["state"] in ("success", "failed") for r in runs):
+            return runs
+        time.sleep(5)
+    tail = (world["home"] / "standalone.log").read_text()[-4000:]
+    pytest.fail(f"{dag_id}: {len(runs)} runs, states {[r['state'] for r in runs]} after {timeout}s\n{tail}")
+
+
+def _config(world, path: Path):
+    """A config as the tasks load it: relative paths against the test's base directory."""
+    previous = os.environ.get("REPLAY_BASE_DIR")
+    os.environ["REPLAY_BASE_DIR"] = str(world["base"])
+    try:
+        return load_config(path)
+    finally:
+        if previous is None:
+            os.environ.pop("REPLAY_BASE_DIR")
+        else:
+            os.environ["REPLAY_BASE_DIR"] = previous
+
+
+def _wait_for_api(world, port: int, server) -> None:
+    """Until the API server answers (tasks report to it: started earlier, they fail and retry)."""
+    import urllib.request
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5):
+                return
+        except OSError:
+            time.sleep(2)
+    pytest.fail("the API server did not come up:\n" + (world["home"] / "standalone.log").read_text()[-4000:])
+
+
+def _tables(config) -> dict[str, list]:
+    reader = DeltaRsReader(config)
+    return {table: sorted(map(repr, reader.rows(f"SELECT * FROM {table}", {table: None})))
+            for table in COMPARED}
+
+
+def _parse(moment: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(moment.replace("Z", "+00:00"))
+
+
+def test_readme_airflow_section_through_the_scheduler(world):
+    run = world["run"]
+    # 1. Unpausing runs the six intervals from schedule.start to schedule.end, and stops.
+    run("airflow", "dags", "unpause", DAG_ID)
+    runs = _wait(world, DAG_ID, INTERVALS, timeout=900)
+    assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
+    replayed = []
+    for dag_run in runs:
+        states = _task_states(world, DAG_ID, dag_run["run_id"])
+        assert states["check_interval"]["state"] == "success"
+        assert states["replay_submit"]["state"] == "skipped"
+        replayed.append(states["replay_local"]["state"])
+    # 22:00 ingests (no batch due yet: skipped, no asset event); 22:10 has nothing to do (the check
+    # skips the rest without Spark); 22:20-22:40 replay the batches due; 22:50 finalizes.
+    assert replayed == ["skipped", "skipped", "success", "success", "success", "success"], replayed
+    config = _config(world, world["pipelines"] / "clicks_per_minute.yaml")
+    assert "finalized" in run("replay", "status", str(world["pipelines"] / "clicks_per_minute.yaml"))
+
+    # The same tables as one plain `replay run --finalize` of the same archive.
+    plain = yaml.safe_load((world["pipelines"] / "clicks_per_minute.yaml").read_text())
+    plain["output"]["path"] = "lakehouse/plain"
+    plain_path = world["base"] / "plain.yaml"
+    plain_path.write_text(yaml.safe_dump(plain))
+    run("replay", "run", str(plain_path), "--finalize", "--quiet", timeout=600)
+    expected = _tables(_config(world, plain_path))
+    assert _tables(config) == expected
+
+    # 2. The quality DAG ran on the asset events (unpaused from the start) and passed.
+    quality = _wait(world, "replay_quality", 1, timeout=600)
+    assert {r["state"] for r in quality} == {"success"}, quality
+
+    # 3. A backfill of the demo's intervals again: every run ends at the check, without Spark.
+    created = dt.datetime.now(dt.UTC)
+    run("airflow", "backfill", "create", "--dag-id", DAG_ID, "--max-active-runs", "1",
+        "--from-date", "2023-11-14T22:00:00+00:00", "--to-date", "2023-11-14T22:50:00+00:00",
+        "--reprocess-behavior", "completed")
+
+    def rerun() -> list[dict]:  # the runs the backfill cleared and ran again
+        return [r for r in _runs(world, DAG_ID) if r["end_date"] and _parse(r["start_date"]) > created]
+
+    deadline = time.monotonic() + 600
+    while len(rerun()) < INTERVALS and time.monotonic() < deadline:
+        time.sleep(5)
+    backfilled = rerun()
+    assert len(backfilled) == INTERVALS and {r["state"] for r in backfilled} == {"success"}, backfilled
+    for dag_run in backfilled:
+        states = _task_states(world, DAG_ID, dag_run["run_id"])
+        assert states["replay_local"]["state"] == "skipped", states
+        check = states["check_interval"]
+        assert (_parse(check["end_date"]) - _parse(check["start_date"])).total_seconds() < 10, check
+
+    # 4. A reprocess, with good and bad params: the results stay those of a clean replay.
+    conf = {"pipeline": "clicks_per_minute", "from": "2023-11-14T22:20:00Z",
+            "to": "2023-11-14T22:30:00Z", "reason": "late partner upload"}
+    run("airflow", "dags", "trigger", "replay_reprocess", "--conf", json.dumps(conf))
+    bad = {**conf, "from": "2023-11-14T22:40:00Z"}  # after `to`: refused before anything is touched
+    run("airflow", "dags", "trigger", "replay_reprocess", "--conf", json.dumps(bad))
+    reprocess = _wait(world, "replay_reprocess", 2, timeout=600)
+    states = {r["run_id"]: _task_states(world, "replay_reprocess", r["run_id"]) for r in reprocess}
+    good = [s for s in states.values() if s["check_params"]["state"] == "success"]
+    refused = [s for s in states.values() if s["check_params"]["state"] == "failed"]
+    assert len(good) == 1 and len(refused) == 1, states
+    assert good[0]["reprocess__clicks_per_minute"]["state"] == "success"
+    assert refused[0]["reprocess__clicks_per_minute"]["state"] in ("upstream_failed", None)
+    assert _tables(config) == expected
+    history = DeltaRsReader(config).rows("SELECT reason FROM reprocess_history", {"reprocess_history": None})
+    assert history == [{"reason": "late partner upload"}]
+
+    # Runs of the pipeline never overlapped: its tasks in the one-slot pool, one at a time.
+    spans = []
+    for dag_id in (DAG_ID, "replay_reprocess"):
+        for dag_run in _runs(world, dag_id):
+            for task in _task_states(world, dag_id, dag_run["run_id"]).values():
+                if task["task_id"].startswith(("replay_local", "reprocess__")) and task["state"] == "success":
+                    spans.append((_parse(task["start_date"]), _parse(task["end_date"])))
+    spans.sort()
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False)), spans
