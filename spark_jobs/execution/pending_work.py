@@ -61,7 +61,10 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
     if not known:
         return PendingWork(True, "nothing ingested yet: the first run ingests the archive")
     last = log[-1] if log else None
-    ahead = tables_ahead(reader, last)
+    # A table a recovery already restored to the committed version is past it by version only
+    # (RESTORE is a commit); a run would restore it again, to the same content: not work.
+    ahead = {table: versions for table, versions in tables_ahead(reader, last).items()
+             if versions[1] is None or reader.restored_to(table) != versions[1]}
     if ahead:
         return PendingWork(True, f"tables ahead of the commit log ({', '.join(sorted(ahead))}): to restore")
     listed = [f for source in sources for f in list_local_archive(local_path(source.path), source.format)]

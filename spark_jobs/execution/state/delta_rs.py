@@ -54,6 +54,15 @@ class DeltaRsReader:
                     found[table] = DeltaTable(self.path(table)).version()
         return found
 
+    def restored_to(self, table: str) -> int | None:
+        """The version the table's latest commit restored it to, if that commit is a RESTORE."""
+        from deltalake import DeltaTable
+
+        latest = DeltaTable(self.path(table)).history(1)[0]
+        if latest.get("operation") != "RESTORE":
+            return None
+        return int((latest.get("operationParameters") or {}).get("version", -1))
+
     def rows(self, sql: str, tables: dict[str, int | None]) -> list[dict[str, Any]]:
         """The rows of a SQL query over these tables (each at its version, or the latest)."""
         import pyarrow as pa
