@@ -69,7 +69,12 @@ def world(tmp_path_factory):
         env.pop(key, None)
 
     def run(*args: str, timeout: float = 300) -> str:
-        done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=base, timeout=timeout)
+        for _attempt in range(5):  # SQLite has one writer: a CLI write may meet the scheduler's
+            done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=base,
+                                  timeout=timeout)
+            if done.returncode == 0 or "database is locked" not in done.stderr + done.stdout:
+                break
+            time.sleep(5)  # as the README says: run it again
         assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         return done.stdout
 
