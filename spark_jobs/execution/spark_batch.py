@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from ..config import PipelineConfig
 from ..core.durations import MIN_TIMESTAMP
 from ..core.engine.keyed import process_key_columns
-from ..core.engine.operator import OperatorSpec, WindowStateRow
+from ..core.engine.model import WindowStateRow
+from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}

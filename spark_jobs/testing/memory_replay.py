@@ -12,7 +12,8 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..core.engine.keyed import process_key_columns
-from ..core.engine.operator import LateRecord, OperatorSpec, Pane, WindowStateRow
+from ..core.engine.model import LateRecord, Pane, WindowStateRow
+from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline, WatermarkState, compute_pass_timelines
 from ..pipeline_spec import operator_spec
 

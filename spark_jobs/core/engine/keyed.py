@@ -14,8 +14,8 @@ from typing import Any
 
 from ..watermarks import Timeline
 from . import session_kernel, window_kernel
-from .model import KeyOutput
-from .operator import KeyedWindowOperator, OperatorSpec, WindowStateRow
+from .model import KeyOutput, WindowStateRow
+from .operator import KeyedWindowOperator, OperatorSpec
 from .process import KeyedProcessOperator
 
 

@@ -18,7 +18,7 @@ import heapq
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from .. import rules
 from ..durations import MAX_TIMESTAMP
@@ -26,6 +26,9 @@ from ..rules import element_timing, timer_timing
 from ..triggers.base import StateDescriptor, Trigger, TriggerResult
 from ..watermarks import Timeline
 from ..windows.base import TimeWindow, WindowAssigner
+
+# The shared types live in model; imported from here by older code, so they stay importable here.
+from .model import LateRecord, Pane, WindowStateRow
 
 STEP_PROCESSING_TIMER, STEP_ELEMENT, STEP_EVENT_TIMER = 0, 1, 2
 LATE_REASON = "window_closed"
@@ -49,37 +52,6 @@ class OperatorSpec:
     @property
     def needs_element(self) -> bool:
         return self.process is not None or self.trigger.needs_element or self.pane.needs_element
-
-
-class Pane(NamedTuple):
-    """One firing of one (key, window)."""
-
-    window: TimeWindow
-    pane_index: int
-    timing: str
-    watermark: int
-    replay_clock: int
-    fire_time: int | None
-    values: list[Any]
-    emit_seq: int
-    emit_step: int
-
-
-class LateRecord(NamedTuple):
-    seq: int
-    watermark: int
-
-
-class WindowStateRow(NamedTuple):
-    """A window's persisted state: what ``operator_state`` stores per (key, window)."""
-
-    window: TimeWindow
-    is_open: bool
-    pane_count: int
-    contents: str | None
-    trigger_state: str | None
-    event_timers: list[int]
-    processing_timers: list[int]
 
 
 @dataclass

@@ -25,14 +25,8 @@ from typing import Any
 
 from ..watermarks import Timeline
 from ..windows.base import GLOBAL_WINDOW, TimeWindow
-from .operator import (
-    STEP_ELEMENT,
-    LateRecord,
-    Pane,
-    TimelineDriver,
-    WindowStateRow,
-    restore_timers,
-)
+from .model import LateRecord, Pane, WindowStateRow
+from .operator import STEP_ELEMENT, TimelineDriver, restore_timers
 
 #: Namespace of a key's timers and of its single state row.
 KEY_NAMESPACE = TimeWindow(GLOBAL_WINDOW.start, GLOBAL_WINDOW.start)

@@ -40,15 +40,12 @@ from ..rules import element_timing, timer_timing
 from ..triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigger, PurgingTrigger
 from ..watermarks import Timeline
 from ..windows import SessionWindows, TimeWindow
-from .model import KeyOutput
+from .model import KeyOutput, LateRecord, Pane, WindowStateRow
 from .operator import (
     STEP_ELEMENT,
     STEP_EVENT_TIMER,
-    LateRecord,
     OperatorSpec,
-    Pane,
     WindowContext,
-    WindowStateRow,
     WindowStateRows,
     by_namespace,
 )

@@ -52,15 +52,8 @@ from ..triggers import ContinuousEventTimeTrigger, CountTrigger, EventTimeTrigge
 from ..triggers.base import StateDescriptor, Trigger, TriggerResult
 from ..watermarks import Timeline
 from ..windows import SlidingWindows, TimeWindow, TumblingWindows
-from .model import KeyOutput
-from .operator import (
-    STEP_ELEMENT,
-    STEP_EVENT_TIMER,
-    LateRecord,
-    OperatorSpec,
-    Pane,
-    WindowStateRow,
-)
+from .model import KeyOutput, LateRecord, Pane, WindowStateRow
+from .operator import STEP_ELEMENT, STEP_EVENT_TIMER, OperatorSpec
 
 #: The column kinds each value-reading function takes (count, first, last, collect_list take any).
 _VALUE_KINDS = {

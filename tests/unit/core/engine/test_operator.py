@@ -131,3 +131,12 @@ def test_process_key_returns_state_that_resumes_the_same_way():
     second = process_key(spec, timeline(1, 2, [1], [19], 0), first.state, [1], [20], [(None, 1, "y")])
     assert [(p.window, p.timing, p.values[2]) for p in second.panes] == [(TimeWindow(0, 10), ON_TIME, ["x"])]
     assert [row.window for row in second.state] == [TimeWindow(20, 30)]
+
+
+def test_the_shared_types_are_still_importable_from_operator():
+    """Pane, LateRecord and WindowStateRow live in ``model``; code importing them from ``operator``
+    (as it did before they moved) gets the very same classes."""
+    from spark_jobs.core.engine import model, operator
+
+    assert (operator.Pane, operator.LateRecord, operator.WindowStateRow) == (
+        model.Pane, model.LateRecord, model.WindowStateRow)

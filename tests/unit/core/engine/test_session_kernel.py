@@ -18,7 +18,7 @@ from test_window_kernel import SETTINGS, archives, pipelines, run_both, split
 
 from spark_jobs.core.engine import session_kernel
 from spark_jobs.core.engine.keyed import process_key, process_key_columns
-from spark_jobs.core.engine.operator import WindowStateRow
+from spark_jobs.core.engine.model import WindowStateRow
 from spark_jobs.core.watermarks import Timeline
 from spark_jobs.core.windows import TimeWindow
 

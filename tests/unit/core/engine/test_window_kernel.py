@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from spark_jobs.config import parse_config
 from spark_jobs.core.engine import window_kernel
 from spark_jobs.core.engine.keyed import process_key, process_key_columns
-from spark_jobs.core.engine.operator import WindowStateRow
+from spark_jobs.core.engine.model import WindowStateRow
 from spark_jobs.core.watermarks import Timeline, WatermarkState, compute_pass_timelines
 from spark_jobs.core.windows import TimeWindow
 from spark_jobs.pipeline_spec import operator_spec
