@@ -78,6 +78,9 @@ class _Shape:
     lateness: int
     #: The configured trigger (purging included): the kernel runs its timers through it.
     trigger: Trigger
+    #: The trigger under any purging: the one whose state a window keeps (through its public
+    #: accessors: ``state_names``, ``counted``, ``fire_time``).
+    nested: EventTimeTrigger | ContinuousEventTimeTrigger | CountTrigger
     purging: bool
     #: ContinuousEventTimeTrigger's interval; 0 for the other triggers.
     interval: int
@@ -105,6 +108,7 @@ def _shape(spec: OperatorSpec) -> _Shape | None:
         slide=assigner.slide if type(assigner) is SlidingWindows else assigner.size,
         lateness=spec.allowed_lateness,
         trigger=trigger,
+        nested=nested,
         purging=purging,
         interval=nested.interval if type(nested) is ContinuousEventTimeTrigger else 0,
         count=nested.count if type(nested) is CountTrigger else 0,
@@ -397,24 +401,21 @@ class _Run:
             allowed = {max_timestamp + shape.lateness}
             if not isinstance(trigger_state, dict):
                 raise _Decline
+            nested = shape.nested
+            # Only the state the trigger keeps (the event-time trigger keeps none).
+            if set(trigger_state) - nested.state_names():
+                raise _Decline
             if shape.count:
-                count = trigger_state.get(CountTrigger.COUNT.name)
-                if set(trigger_state) - {CountTrigger.COUNT.name} or (
-                    count is not None and (type(count) is not int or not 0 < count < shape.count)
-                ):
+                count = nested.counted(trigger_state)
+                if count is not None and (type(count) is not int or not 0 < count < shape.count):
                     raise _Decline
             else:
                 allowed.add(max_timestamp)
-                fire_time = trigger_state.get(ContinuousEventTimeTrigger.FIRE_TIME.name)
-                names = set(trigger_state)
-                if shape.interval:
-                    names -= {ContinuousEventTimeTrigger.FIRE_TIME.name}
-                    if fire_time is not None:
-                        if type(fire_time) is not int or fire_time > max_timestamp:
-                            raise _Decline
-                        allowed.add(fire_time)
-                if names:
-                    raise _Decline
+                fire_time = nested.fire_time(trigger_state) if shape.interval else None
+                if fire_time is not None:
+                    if type(fire_time) is not int or fire_time > max_timestamp:
+                        raise _Decline
+                    allowed.add(fire_time)
             if not set(timers) <= allowed or type(row.pane_count) is not int:
                 raise _Decline
             if contents is not None:
@@ -452,13 +453,10 @@ class _Run:
             ctx.seq, ctx.watermark = first_seq, first_wm
             if shape.count:
                 # CountTrigger fires at every count-th record: the kernel counts them here.
-                seen = ctx.state.get(CountTrigger.COUNT.name, 0)
+                counter = shape.nested
+                seen = counter.counted(ctx.state, 0)
                 element_fires = list(range(lo + shape.count - seen - 1, hi, shape.count))
-                left = (seen + hi - lo) % shape.count
-                if left:
-                    ctx.state[CountTrigger.COUNT.name] = left
-                else:
-                    ctx.state.pop(CountTrigger.COUNT.name, None)
+                counter.store_counted(ctx.state, (seen + hi - lo) % shape.count)
             else:
                 if on_time_end > lo:
                     # The first on-time record registers the end timer (and the continuous chain);

@@ -87,6 +87,15 @@ class Trigger:
     def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
         """Delete every timer and state value this trigger created for ``window``."""
 
+    def state_names(self) -> frozenset[str]:
+        """The names of the per-window state values this trigger keeps: its
+        :class:`StateDescriptor` class attributes. A window's stored trigger state (what the
+        operator persists) holds values under these names only."""
+        return frozenset(
+            value.name for klass in type(self).__mro__ for value in vars(klass).values()
+            if isinstance(value, StateDescriptor)
+        )
+
     def to_dict(self) -> dict[str, Any]:
         if self.kind != "custom":
             return {"type": self.kind}

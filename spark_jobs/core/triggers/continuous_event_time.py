@@ -7,6 +7,7 @@ registers the next one. A watermark jump fires the chain several times in a row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -82,6 +83,11 @@ class ContinuousEventTimeTrigger(Trigger):
         # Flink leaves the end timer behind; on processing-time windows it would outlive the
         # window, so it goes too (no output changes).
         ctx.delete_event_time_timer(window.max_timestamp)
+
+    def fire_time(self, state: Mapping[str, Any]) -> Any:
+        """The chain's next fire time in a window's stored trigger state (the operator's name ->
+        value mapping), None when it holds none: what the vectorised kernel checks on restore."""
+        return state.get(self.FIRE_TIME.name)
 
     def _register_next(self, time: int, window: TimeWindow, ctx: TriggerContext) -> None:
         if chain_ends(window, ctx.current_watermark()):

@@ -6,6 +6,7 @@ It replaces the event-time trigger: nothing fires at the window's end, and recor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -45,6 +46,21 @@ class CountTrigger(Trigger):
 
     def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
         ctx.clear_state(self.COUNT)
+
+    # A window's stored trigger state (the operator's name -> value mapping), read and written
+    # outside a context: the vectorised kernel counts a window's records in bulk.
+    def counted(self, state: Mapping[str, Any], default: Any = None) -> Any:
+        """The records a window has counted toward its next firing, in its stored trigger state
+        (``default`` when it holds none)."""
+        return state.get(self.COUNT.name, default)
+
+    def store_counted(self, state: dict[str, Any], counted: int) -> None:
+        """Keep ``counted`` records toward the next firing in a stored trigger state, as
+        ``on_element`` leaves it (0: nothing kept)."""
+        if counted:
+            state[self.COUNT.name] = counted
+        else:
+            state.pop(self.COUNT.name, None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.kind, "count": self.count}

@@ -48,5 +48,8 @@ class PurgingTrigger(Trigger):
     def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
         self.nested.clear(window, ctx)
 
+    def state_names(self) -> frozenset[str]:
+        return self.nested.state_names()  # it keeps none of its own
+
     def to_dict(self) -> dict[str, Any]:
         return {**self.nested.to_dict(), "purging": True}

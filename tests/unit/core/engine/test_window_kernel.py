@@ -330,6 +330,27 @@ def test_unknown_state_is_declined():
     assert window_kernel.process_key(spec, line, [row], [5], [1], [[None]]) is not None
 
 
+@pytest.mark.parametrize("trigger, state, taken", [
+    ({"type": "count", "count": 3}, '{"count": 2}', True),
+    ({"type": "count", "count": 3}, '{"count": 3}', False),  # would have fired
+    ({"type": "count", "count": 3}, '{"fire-time": 5}', False),  # another trigger's state
+    ({"type": "continuous_event_time", "interval": 5}, '{"fire-time": 5}', True),
+    ({"type": "continuous_event_time", "interval": 5}, '{"fire-time": 12}', False),  # past the end
+    ({"type": "event_time"}, '{"fire-time": 5}', False),  # keeps no state
+])
+def test_restored_trigger_state_is_read_through_the_trigger(trigger, state, taken):
+    """The kernel takes a restored window's trigger state the trigger itself names (and the
+    operator resumes it the same way), and declines any other."""
+    spec = spec_of(trigger=trigger)
+    line = timeline(5, 6, [5], [100])
+    timers = [9, 5] if "fire-time\": 5" in state else [9]
+    row = WindowStateRow(TimeWindow(0, 10), True, 0, "[1]", state, timers, [])
+    fast = window_kernel.process_key(spec, line, [row], [5], [1], [[None]])
+    assert (fast is not None) == taken
+    if taken:
+        assert fast == process_key(spec, line, [row], [5], [1], [(None,)])
+
+
 def test_arrow_columns_are_read_without_conversion_and_match_python_lists():
     spec = spec_of(aggregates={"s": "sum(x)", "d": "count_distinct(u)", "c": "count(x)"})
     line = timeline(0, 4, [3, 4], [50, 2**63 - 1])

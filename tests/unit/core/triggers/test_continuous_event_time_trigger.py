@@ -158,3 +158,12 @@ def test_max_timestamp_is_the_global_windows_end():
     from spark_jobs.core.windows import GLOBAL_WINDOW
 
     assert GLOBAL_WINDOW.max_timestamp == MAX_TIMESTAMP
+
+
+def test_stored_state_accessors_agree_with_the_hooks():
+    """What the vectorised kernel reads of a window's stored state (``fire_time``,
+    ``state_names``) is what the hooks keep through a context."""
+    ctx = FakeContext()
+    assert T.fire_time(ctx.state) is None
+    T.on_element(None, 17, TimeWindow(0, 60), ctx)
+    assert T.fire_time(ctx.state) == 20 and set(ctx.state) <= T.state_names() == {FIRE_TIME}

@@ -69,3 +69,22 @@ def test_global_window_keeps_the_remainder_after_finalize():
     assert '"count": 1' in row.trigger_state
     assert row.event_timers == [] and row.processing_timers == []
     assert memory.leaks == []
+
+
+def test_stored_state_accessors_agree_with_the_hooks():
+    """What the vectorised kernel reads and writes of a window's stored state (``counted``,
+    ``store_counted``, ``state_names``) is what ``on_element`` keeps through a context."""
+    ctx = FakeContext()
+    assert T.counted(ctx.state) is None and T.counted(ctx.state, 0) == 0
+    for t in range(4):
+        T.on_element(None, t, W, ctx)
+    assert T.counted(ctx.state) == 1 and set(ctx.state) <= T.state_names() == {COUNT}
+    stored: dict = {}
+    T.store_counted(stored, 1)
+    assert stored == ctx.state
+    T.on_element(None, 5, W, ctx)
+    T.store_counted(stored, 2)
+    assert stored == ctx.state
+    T.on_element(None, 6, W, ctx)  # fires: nothing kept
+    T.store_counted(stored, 0)
+    assert stored == ctx.state == {}

@@ -53,3 +53,7 @@ def test_value_semantics():
     assert T == EventTimeTrigger.create() and hash(T) == hash(EventTimeTrigger())
     assert repr(T) == "EventTimeTrigger()"
     assert T.to_dict() == {"type": "event_time"}
+
+
+def test_keeps_no_state():
+    assert T.state_names() == frozenset()

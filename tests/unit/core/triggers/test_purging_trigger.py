@@ -87,3 +87,9 @@ def test_purging_event_time_panes_discard_and_late_panes_hold_only_the_late_reco
         (0, 0, "ON_TIME", ["0", "1"]), (0, 1, "LATE", ["3"]), (0, 2, "LATE", ["4"]),
         (10, 0, "ON_TIME", ["2"]),
     ]
+
+
+def test_state_names_are_the_nested_triggers():
+    assert PurgingTrigger.of(CountTrigger(2)).state_names() == CountTrigger(2).state_names() == {"count"}
+    assert PurgingTrigger.of(ContinuousEventTimeTrigger(5)).state_names() == {"fire-time"}
+    assert PurgingTrigger.of(EventTimeTrigger()).state_names() == frozenset()
