@@ -416,7 +416,7 @@ class _Instruments:
 
     def __init__(self, spark: Any, cprofile_dir: str | None):
         from spark_jobs.core.engine import keyed
-        from spark_jobs.execution import replay, spark_batch
+        from spark_jobs.execution import pass_compute, spark_batch
         from spark_jobs.execution.state import delta
 
         context = spark.sparkContext
@@ -457,7 +457,7 @@ class _Instruments:
 
         # ``run`` (pickled by value) looks ``process_key_columns`` up in spark_batch's globals.
         spark_batch.process_key_columns = timed_process_key
-        replay.make_cogroup_function = timed_make
+        pass_compute.make_cogroup_function = timed_make  # where compute_pass looks it up
         for name in self.DELTA_METHODS:
             setattr(delta.DeltaStore, name, self._timed(name, _ORIGINALS[name]))
 

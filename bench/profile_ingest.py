@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.config import parse_config  # noqa: E402
+from spark_jobs.execution.ingest import STAGING_LAYOUT  # noqa: E402
 from spark_jobs.execution.ordering import driver_key_columns, number_records  # noqa: E402
-from spark_jobs.execution.replay import STAGING_LAYOUT  # noqa: E402
 from spark_jobs.execution.sources import accepted, check_archive, list_archive  # noqa: E402
 from spark_jobs.execution.spark_session import get_spark  # noqa: E402
 from spark_jobs.execution.state.delta import DeltaStore  # noqa: E402

@@ -2,7 +2,7 @@
 
 ``REPLAY_CRASH_AT=batch:3:state`` kills the replay right after batch 3's state write; no cleanup
 runs, exactly as if the machine had died there. The points are named where they are placed
-(``replay``, ``recovery``, ``operations``); the tests list them.
+(``ingest``, ``pass_write``, ``maintenance``, ``recovery``, ``operations``); the tests list them.
 """
 
 from __future__ import annotations

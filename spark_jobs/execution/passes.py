@@ -1,16 +1,27 @@
 """A run's plan and its account: the batches still to replay cut into passes, a pass computed and
 waiting for its writes, the driver's read-ahead of staged records, and the summaries a run
-reports (per batch, per pass, in total).
+reports (per batch, per pass, in total; per step with ``REPLAY_PROFILE``).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..core.durations import MIN_TIMESTAMP
 from ..core.watermarks import Timeline, WatermarkState
 from .spark_batch import STATE_COLUMNS
+
+#: Where a run's progress lines go (one call per line).
+Progress = Callable[[str], None]
+
+
+def profile(progress: Progress, label: str, steps: dict[str, float]) -> None:
+    """The seconds of each step, as one progress line, when ``REPLAY_PROFILE`` is set."""
+    if os.environ.get("REPLAY_PROFILE"):
+        progress(f"  {label}: " + ", ".join(f"{k} {v:.2f}s" for k, v in steps.items()))
 
 
 @dataclass

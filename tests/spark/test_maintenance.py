@@ -15,7 +15,7 @@ from replay_helpers import (
 )
 from test_join_pipelines import INTERVAL, NOT_WINDOWED, archives, right_source
 
-from spark_jobs.execution.replay import MAINTAINED_TABLES
+from spark_jobs.execution.maintenance import MAINTAINED_TABLES
 
 pytestmark = pytest.mark.spark
 

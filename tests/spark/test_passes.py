@@ -76,8 +76,8 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     tables) and a completed run leaves only that one."""
     from pyspark.sql import functions as F
 
-    import spark_jobs.execution.replay as replay_module
     from spark_jobs.config import load_config
+    from spark_jobs.execution import pass_compute, pass_write
     from spark_jobs.interfaces.status import pipeline_status
     from spark_jobs.quality.tables import Snapshot
 
@@ -93,20 +93,20 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     class Stop(Exception):
         pass
 
-    real_crash_point = replay_module.crash_point
+    real_crash_point = pass_write.crash_point  # where the commit's points are placed
 
     def stop_after_batch_3(name: str) -> None:
         if name == "batch:3:committed":
             raise Stop(name)
         real_crash_point(name)
 
-    monkeypatch.setattr(replay_module, "crash_point", stop_after_batch_3)
+    monkeypatch.setattr(pass_write, "crash_point", stop_after_batch_3)
     try:
         stopped = cli("run", str(config_path), "--finalize")
         assert stopped.returncode != 0
     except Stop:
         pass
-    monkeypatch.setattr(replay_module, "crash_point", real_crash_point)
+    monkeypatch.setattr(pass_write, "crash_point", real_crash_point)
 
     state = spark.read.format("delta").load(str(tmp_path / "stopped" / "operator_state"))
     # The next pass writes its tables while batch 3 commits: its snapshot may be there, uncommitted.
@@ -121,13 +121,13 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     # The resumed run ingests nothing: its small passes read their records ahead, and their
     # timelines with them, in one staging read.
     reads = []
-    real_collect = replay_module.collect_in_replay_order
+    real_collect = pass_compute.collect_in_replay_order  # every staging read of a pass goes through it
 
     def counted_collect(frame, *columns):
         reads.append(columns)
         return real_collect(frame, *columns)
 
-    monkeypatch.setattr(replay_module, "collect_in_replay_order", counted_collect)
+    monkeypatch.setattr(pass_compute, "collect_in_replay_order", counted_collect)
     resumed = cli("run", str(config_path), "--finalize")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(reads) == 1, reads
@@ -179,15 +179,15 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
     """Passes that run on the driver and are too big to read ahead take their records from what
     the ingest's first read collected beside the sort keys, not from ``staging``: the same rows
     (columns, types, order, values) as staging holds, and so the same tables."""
-    import spark_jobs.execution.replay as replay_module
+    from spark_jobs.execution import pass_compute
     from spark_jobs.execution.ordering import collect_in_replay_order
 
     archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
     with open(archive / "part-001.jsonl", "a") as handle:
         handle.write('{"event_id": "bad", "user": "u1", "ts": "soon"}\n')  # quarantined, not kept
-    monkeypatch.setattr(replay_module, "READ_AHEAD_RECORDS", 30)
+    monkeypatch.setattr(pass_compute, "READ_AHEAD_RECORDS", 30)
     taken = []
-    real_ingested_records = replay_module.Replay.ingested_records
+    real_ingested_records = pass_compute.PassComputer.ingested_records
 
     def compared(self, timeline, seq_start, seq_end):
         rows = real_ingested_records(self, timeline, seq_start, seq_end)
@@ -198,11 +198,11 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
             taken.append((seq_start, seq_end))
         return rows
 
-    monkeypatch.setattr(replay_module.Replay, "ingested_records", compared)
+    monkeypatch.setattr(pass_compute.PassComputer, "ingested_records", compared)
     runs = {}
     for name in ("kept", "staged"):
         if name == "staged":
-            monkeypatch.setattr(replay_module.Replay, "kept_record_columns", lambda self, records: [])
+            monkeypatch.setattr(pass_compute.PassComputer, "kept_record_columns", lambda self, records: [])
         config = write_pipeline(
             tmp_path / f"{name}.yaml", archive, tmp_path / name,
             batch={"max_records": 20, "pass_max_records": 60}, late_output="side_output",

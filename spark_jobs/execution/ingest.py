@@ -1,0 +1,261 @@
+"""A run's ingest: the archive files not yet ingested are read, checked (bad lines go to
+``quarantine``), numbered in replay order (``_seq``, see ``ordering``), cut into micro-batches and
+staged in ``staging``; their ``source_files`` rows, written last, complete the ingest (an ingest
+without them is redone from scratch).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import replace
+from functools import reduce
+from typing import Any
+
+import numpy as np
+
+from ..config import PipelineConfig
+from ..exceptions import ArchiveChangedError
+from .faults import crash_point
+from .ordering import driver_key_columns, number_records, timeline_columns
+from .passes import Progress, RunSummary, profile
+from .recovery import committed_log
+from .state.delta import DeltaStore
+
+#: How ``staging`` is written (besides its statistics columns): records are staged in ranges of
+#: ``_seq`` and row groups of 2 MB, so a pass of a few thousand records reads little more than its
+#: own row groups; raw lines and ids, a value per row, get no dictionary.
+STAGING_LAYOUT = {"row_group_bytes": 2 << 20, "unique_columns": ("_raw", "_id")}
+
+
+def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
+    """Refuse to go on when a file that was already replayed changed or disappeared."""
+    present = {f.path: f for f in files}
+    problems = []
+    for path, seen in sorted(known.items()):
+        current = present.get(path)
+        if current is None:
+            problems.append(f"removed: {path}")
+        elif current.size != seen["size"] or current.modified_ms != seen["modified_ms"]:
+            problems.append(
+                f"changed: {path} (size {seen['size']} -> {current.size}, "
+                f"modified {seen['modified_ms']} -> {current.modified_ms})"
+            )
+    if problems:
+        raise ArchiveChangedError(
+            "the archive changed under files that were already replayed; replaying would silently "
+            "differ from the results already written. Restore the files, or start over with "
+            "`replay reset`:\n  " + "\n  ".join(problems)
+        )
+
+
+class StepClock:
+    """Seconds spent in each named step since the previous one (``REPLAY_PROFILE`` output)."""
+
+    def __init__(self) -> None:
+        self.mark = time.time()
+        self.steps: dict[str, float] = {}
+
+    def step(self, name: str) -> None:
+        now = time.time()
+        self.steps[name] = now - self.mark
+        self.mark = now
+
+
+class Ingest:
+    """The ingest of one run (``ingest``), with what it reads of the pipeline's tables."""
+
+    def __init__(self, spark: Any, config: PipelineConfig, store: DeltaStore, batch_size: int,
+                 pool: Executor, progress: Progress):
+        self.spark = spark
+        self.config = config
+        self.store = store
+        self.batch_size = batch_size
+        self.pool = pool  # the run's Delta writes: quarantine and source_files beside the rest
+        self.progress = progress
+
+    def ingest(
+        self, summary: RunSummary, kept_columns: Callable[[int], list[str]]
+    ) -> tuple[Future | None, tuple[int, int, Any] | None]:
+        """Read the new archive files: number their records into ``staging``, quarantine the rest.
+        Returns the commit of their ``source_files`` rows, which completes the ingest, and what the
+        passes take from it (``PassComputer.ingested``); both None when there was nothing new.
+        ``kept_columns(records)`` names the record columns the passes want kept on the driver.
+
+        The archive is read twice rather than cached (a cache costs more to fill than a second
+        read): once for the narrow sort keys and each line's outcome, collected on the driver,
+        which numbers the records (with the columns the passes' operator reads, when those passes
+        run on the driver: ``PassComputer.kept_record_columns``); once more for the full records, staged with
+        their numbers.
+        Quarantined lines, known by then, are read a third time on their own.
+        """
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        # sources imports pyspark at module level: kept here so importing the replay stays light.
+        from .sources import accepted, check_archive, line_count, list_archive, rejected
+
+        sources = self.config.sources()
+        listed = [list_archive(self.spark, source) for source in sources]
+        known = self.known_files()
+        check_archive_unchanged([f for files in listed for f in files], known)
+        new_per_input = [[f for f in files if f.path not in known] for files in listed]
+        new = [f for files in new_per_input for f in files]
+        if not new:
+            return None, None
+        clock = StepClock()
+        ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
+        seq_base, batch_base = self.next_positions()
+        join = self.config.join is not None
+
+        def read(only: Any = None) -> list[tuple[Any, Any]]:
+            """Each input's checked archive and a function adding its input number (joins)."""
+            parts, first_index = [], len(known)
+            for number, (source, files) in enumerate(zip(sources, new_per_input, strict=True)):
+                config = self.config if number == 0 else replace(self.config, source=source)
+                checked = check_archive(self.spark, config, files, first_index, only)
+                first_index += len(files)
+
+                def tag(frame: Any, number: int = number) -> Any:
+                    return frame.withColumn("_input", F.lit(number).cast("long")) if join else frame
+
+                parts.append((checked, tag))
+            return parts
+
+        def union(frames: list[Any]) -> Any:
+            return reduce(lambda a, b: a.unionByName(b), frames)
+
+        parts = read()
+        clock.step("listed")
+        records = union([tag(accepted(checked.frame, self.config)) for checked, tag in parts])
+        bound = None if any(c.max_rows is None for c, _ in parts) else sum(c.max_rows for c, _ in parts)
+        limit = self.config.sort_on_driver_max_records
+        if bound is None or bound > limit:  # gzip, or a big archive: count its lines first
+            bound = sum(
+                line_count(self.spark, replace(self.config, source=source), files)
+                for source, files in zip(sources, new_per_input, strict=True)
+            )
+        on_driver = bound <= limit
+        counted = None if on_driver else dict(records.groupBy("_file_index").count().collect())
+        # One read: every accepted record's sort keys (driver numbering), and where the
+        # quarantined lines are; the operator's columns too when this run's passes take their
+        # records from here.
+        kept = kept_columns(bound) if on_driver else []
+        if on_driver:
+            wanted = list(dict.fromkeys([*driver_key_columns(self.config), *kept]))
+        else:
+            wanted = ["_file_index", "_line"]
+        probe = union([
+            tag(checked.frame).select(F.col("_outcome").isNull().alias("_ok"), *wanted)
+            for checked, tag in parts
+        ])
+        if not on_driver:
+            probe = probe.where(~F.col("_ok"))
+        outcomes = probe.toArrow()
+        for name in kept:  # (encoded before the rows are filtered and reordered: cheaper to copy)
+            index = outcomes.schema.get_field_index(name)
+            if pa.types.is_string(outcomes.schema.types[index]):
+                outcomes = outcomes.set_column(index, name, outcomes.column(index).dictionary_encode())
+        ok = outcomes.column("_ok").to_numpy(zero_copy_only=False)
+        keys = outcomes.filter(ok).drop_columns(["_ok"]) if on_driver else None
+        bad = outcomes.filter(~ok).select(["_file_index", "_line"])
+        del outcomes
+        files = len(known) + len(new)
+        file_indexes = {f.path: len(known) + i for i, f in enumerate(new)}  # as read() numbers them
+        per_file_bad = np.bincount(bad.column("_file_index").to_numpy(), minlength=files)
+        if keys is not None:
+            per_file_records = np.bincount(keys.column("_file_index").to_numpy(), minlength=files)
+        else:
+            per_file_records = np.zeros(files, dtype=np.int64)
+            for file_index, count in (counted or {}).items():
+                per_file_records[file_index] = count
+        accepted_count = int(per_file_records.sum())
+        clock.step("parsed")
+        ingested = None
+        numbered = number_records(self.spark, self.config, records, seq_base, keys)
+        if numbered.replay_order is not None:
+            # This run's passes take their watermark timelines (and kept records) from here rather
+            # than from staging.
+            # (The kept strings are encoded already; _partition, a sort key, only once numbered.)
+            columns = keys.select(list(dict.fromkeys([*timeline_columns(self.config), *kept])))
+            index = columns.schema.get_field_index("_partition")
+            columns = columns.set_column(index, "_partition", columns.column(index).dictionary_encode())
+            ingested = (seq_base, batch_base, columns.take(numbered.replay_order))
+        del keys
+        clock.step("numbered")
+        # The quarantined lines, known by now, are read again on their own, beside the staging
+        # write: both are idempotent (replaced by ingest id) until source_files commits the ingest.
+        quarantined = bad.num_rows
+        if quarantined:
+            bad_rows = union([tag(rejected(checked.frame)) for checked, tag in read(bad)])
+            if join:
+                bad_rows = bad_rows.drop("_input")
+        else:
+            bad_rows = self.spark.createDataFrame(
+                [], "source_file string, line bigint, raw string, reason string, detail string"
+            )
+        quarantine = self.pool.submit(
+            self.store.replace_where, bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")),
+            "quarantine", f"ingest_id = {ingest_id}",
+        )
+        batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
+        staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
+        self.store.replace_where(
+            staged, "staging", f"_ingest = {ingest_id}",
+            stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
+            **STAGING_LAYOUT,
+        )
+        numbered.close()
+        # Drops the cluster sort's copy of the records, if it made one.
+        self.spark.catalog.clearCache()
+        clock.step("staged")
+        crash_point("ingest:staged")
+        quarantine.result()
+        clock.step("quarantined")
+        rows = [
+            (f.path, f.size, f.modified_ms, file_indexes[f.path], ingest_id,
+             int(per_file_records[file_indexes[f.path]]), int(per_file_bad[file_indexes[f.path]]),
+             seq_base, seq_base + accepted_count, batch_base,
+             batch_base + -(-accepted_count // self.batch_size))
+            for f in new
+        ]
+        schema = (
+            "path STRING, size BIGINT, modified_ms BIGINT, file_index INT, ingest_id BIGINT, "
+            "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT, "
+            "batch_end BIGINT"
+        )
+        crash_point("ingest:quarantined")
+        # Written last: an ingest without its source_files rows is redone from scratch.
+        logged = self.pool.submit(
+            self.store.replace_where, self.spark.createDataFrame(rows, schema), "source_files",
+            f"ingest_id = {ingest_id}",
+        )
+        profile(self.progress, "ingest steps", clock.steps)
+        summary.files_ingested += len(new)
+        summary.wrote("staging", "quarantine", "source_files")
+        summary.records_accepted += accepted_count
+        summary.records_quarantined += quarantined
+        summary.records_read += accepted_count + quarantined
+        self.progress(
+            f"[{self.config.name}] ingested {len(new)} files: {accepted_count + quarantined} records, "
+            f"{accepted_count} accepted, {quarantined} quarantined"
+        )
+        return logged, ingested
+
+    def known_files(self) -> dict[str, dict[str, Any]]:
+        if not self.store.exists("source_files"):
+            return {}
+        return {row["path"]: row.asDict() for row in self.store.read("source_files").collect()}
+
+    def next_positions(self) -> tuple[int, int]:
+        """The next free sequence number and batch id (after staged and committed batches)."""
+        seq, batch = 0, 0
+        if self.store.exists("source_files"):
+            row = self.store.read("source_files").agg({"seq_end": "max", "batch_end": "max"}).collect()[0]
+            seq, batch = row["max(seq_end)"] or 0, row["max(batch_end)"] or 0
+        log = committed_log(self.store)
+        if log:
+            batch = max(batch, log[-1]["batch_id"] + 1)
+            seq = max(seq, log[-1]["seq_end"])
+        return seq, batch

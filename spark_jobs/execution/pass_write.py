@@ -1,0 +1,327 @@
+"""Writing and committing a computed pass (``pass_compute``): each of its tables once (results,
+late events, state, side outputs; maintenance in the passes that call for it) beside
+``window_latest``'s MERGE, then its batches' ``replay_log`` rows in one append, which commits the
+pass: all of its batches or none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
+
+from ..config import PipelineConfig
+from ..core.durations import MIN_TIMESTAMP
+from ..core.engine.joins import INTERVAL_LATE_REASON
+from ..core.engine.operator import LATE_REASON
+from .faults import crash_point
+from .latest_merges import LatestMerges
+from .maintenance import maintain, maintenance_due
+from .pass_compute import late_source_columns
+from .passes import BatchSummary, ComputedPass, PassSummary, Progress, RunSummary, profile
+from .spark_batch import STATE_COLUMNS
+from .state.delta import BATCH_TABLES, DeltaStore
+
+
+class PassWriter:
+    """Writes and commits one run's computed passes, in pass order.
+
+    A pass is written in two stages, each on its own thread and in pass order: its tables
+    (``write_pass``), then its replay_log rows (``log_pass``), so that pass N+1's tables are
+    written while pass N's log rows commit.
+    """
+
+    def __init__(self, spark: Any, config: PipelineConfig, store: DeltaStore, pool: Executor,
+                 progress: Progress):
+        self.spark = spark
+        self.config = config
+        self.store = store
+        self.pool = pool  # the run's Delta writes, overlapped across tables
+        self.progress = progress
+        self.write_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-write")
+        self.log_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-log")
+        self.previous_commit_end = 0.0
+        self.latest: LatestMerges | None = None  # set once the run knows its last commit row
+
+    def submit(
+        self, computed: ComputedPass, last: dict[str, Any] | None, previous_commit: Future | None,
+        position: tuple[int, int, int], summary: RunSummary,
+    ) -> Future:
+        """``write_pass`` on the write thread, after the passes submitted before."""
+        return self.write_thread.submit(self.write_pass, computed, last, previous_commit, position, summary)
+
+    def shutdown(self) -> None:
+        self.write_thread.shutdown()
+        self.log_thread.shutdown()
+        if self.latest is not None:
+            self.latest.shutdown()
+
+    def write_pass(
+        self, computed: ComputedPass, last: dict[str, Any] | None, previous_commit: Future | None,
+        position: tuple[int, int, int], summary: RunSummary,
+    ) -> tuple[dict[str, Any], Future]:
+        """Write a computed pass's tables (one write per table), then hand its batches'
+        ``replay_log`` rows to ``log_pass``, which commits them in one append, so that all of them
+        are committed or none. ``last`` is the log row of the batch before; ``previous_commit`` the
+        commit of the pass before (or of the ingest), still running while this pass's tables are
+        written: the table versions this pass records, and its maintenance, wait for it.
+        ``position`` is (pass number, passes, batches) in this run. Returns the pass's last log
+        row and its commit."""
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        config, store = self.config, self.store
+        batches, staged, out, by_kind = computed.batches, computed.staged, computed.out, computed.by_kind
+        timelines, states, steps = computed.timelines, computed.states, computed.steps
+        panes, late_counts, keys = computed.panes, computed.late_counts, computed.keys
+        first, final = batches[0], batches[-1]
+        ids = [batch.batch_id for batch in batches]
+        kinds = set(by_kind)
+
+        def frame(kind: str):
+            rows = by_kind.get(kind)
+            # One task, one file: a pass's output is small, and a write's tasks cost more than
+            # their rows.
+            return self.spark.createDataFrame(rows if rows is not None else out.slice(0, 0)).coalesce(1)
+
+        def traced(name: str, table: str, write: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                write()
+                summary.wrote(table)
+                for batch_id in ids:
+                    crash_point(f"batch:{batch_id}:{name}")
+
+            return run
+
+        tag = final.batch_id  # commits are tagged with the pass's last batch
+        last_of_run = position[0] == position[1]
+        writes: list[Callable[[], None]] = []
+        results = self.results_frame(frame("pane"))
+        results_table = config.results_table
+        if "pane" in kinds:
+            writes.append(traced(
+                "results", results_table, lambda: store.append_batch(results, results_table, tag)
+            ))
+        # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
+        # the panes of every batch since the previous MERGE, beside this pass's writes and the
+        # next pass (see LatestMerges).
+        merges = self.latest
+        latest_before = merges.started_through
+        # (Only windowed aggregates have one newest row per window to keep.)
+        merged = results_table == "window_results" and (
+            last_of_run or final.batch_id - latest_before >= config.latest_every
+        )
+        if "late" in kinds and config.late_output == "side_output":
+            source = staged
+            if computed.staged_rows is not None:  # the late records are on the driver already
+                rows = computed.staged_rows
+                wanted = pc.is_in(rows.column("_seq"), value_set=by_kind["late"].column("_seq"))
+                late_rows = rows.filter(wanted).select(late_source_columns(self.config))
+                source = self.spark.createDataFrame(late_rows).coalesce(1)  # one file, as frame()
+            late = self.late_frame(frame("late"), source)
+            writes.append(traced("late", "late_events", lambda: store.append_batch(late, "late_events", tag)))
+        new_state = frame("state").select(
+            *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
+        )
+        # A pass appends its state snapshot (one Spark job, against five for an overwrite, which
+        # lists the files it replaces); in the passes that compact the tables, at the end of each
+        # run and when no window is open (an empty append makes no commit) it overwrites, which
+        # drops the older snapshots (that is its compaction). Readers take the snapshot of the last
+        # committed batch.
+        compacts, cleans = maintenance_due(config, ids)
+        replaces = compacts or last_of_run or "state" not in kinds
+        write_state = store.overwrite_batch if replaces else store.append_batch
+        writes.append(traced(
+            "state", "operator_state", lambda: write_state(new_state, "operator_state", tag)
+        ))
+        if "side" in kinds:
+            sides = frame("side").select(
+                *keys, F.col("detail").alias("tag"), F.col("contents").alias("payload"), "watermark",
+                "replay_clock", "emit_seq", F.col("emit_step").cast("int").alias("emit_step"),
+                F.col("_batch").alias("batch_id"),
+            )
+            writes.append(traced(
+                "side", "side_outputs", lambda: store.append_batch(sides, "side_outputs", tag)
+            ))
+        leaks = by_kind["leak"].column("detail").to_pylist() if "leak" in kinds else []
+        for leak in leaks:
+            self.progress(f"[{config.name}] WARNING state leak: {leak}")
+        # Different tables commit independently: overlap their Spark jobs and Delta commits.
+        mark = time.time()
+        submitted = [self.pool.submit(write) for write in writes]
+        maintains = compacts or cleans
+        merge = None
+        if merged:
+            since = results
+            if latest_before < first.batch_id - 1 and store.exists("window_results"):
+                since = store.read("window_results").where(
+                    (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
+                ).unionByName(results)
+            latest = self.latest_frame(since)
+            merge = traced("latest", "window_latest", lambda: store.merge_latest_panes(latest, keys, tag))
+            if not maintains:
+                merges.start(merge, final.batch_id)
+        for future in submitted:
+            future.result()
+        if previous_commit is not None:
+            # A recovery puts the tables back to the versions a committed row records: the pass
+            # before must be committed before this pass's versions are, each its own.
+            previous_commit.result()
+        merges.check()
+        if maintains:
+            # Maintenance compacts window_latest too: not beside a MERGE. This pass's own MERGE
+            # starts after it.
+            merges.settle()
+            maintain(store, config, self.pool, compacts, cleans)
+            if merge is not None:
+                merges.start(merge, final.batch_id)
+        if last_of_run:
+            merges.record()
+        steps["writes"] = time.time() - mark
+        versions = store.versions(BATCH_TABLES)
+        # The listing may or may not show a running MERGE's commit: the recorded version instead.
+        recorded = merges.recorded
+        versions.pop("window_latest", None)
+        if recorded.version is not None:
+            versions["window_latest"] = recorded.version
+        entries = []
+        for batch, timeline, after in zip(batches, timelines, states, strict=True):
+            entries.append({
+                "batch_id": batch.batch_id,
+                "seq_start": batch.seq_start,
+                "seq_end": batch.seq_end,
+                "records": batch.records,
+                "finalize": batch.finalize,
+                "watermark_before": timeline.start_watermark,
+                "watermark_after": after.watermark,
+                "clock_after": after.clock,
+                "watermark_state": after.to_json(),
+                "panes": sum(panes[batch.batch_id].values()),
+                "late": late_counts[batch.batch_id],
+                "leaks": len(leaks) if batch is final else 0,
+                # The last batch whose panes window_latest holds, as far as this row records it.
+                "latest_through": min(batch.batch_id, recorded.through),
+                # The same versions for every batch of the pass: the pass is the unit of restart.
+                "table_versions": versions,
+            })
+        log_schema = (
+            "batch_id BIGINT, seq_start BIGINT, seq_end BIGINT, records BIGINT, "
+            "finalize BOOLEAN, watermark_before BIGINT, watermark_after BIGINT, clock_after BIGINT, "
+            "watermark_state STRING, panes BIGINT, late BIGINT, leaks BIGINT, latest_through BIGINT, "
+            "table_versions MAP<STRING, BIGINT>"
+        )
+        log_rows = (
+            self.spark.createDataFrame(entries, log_schema)
+            .withColumn("committed_at", F.current_timestamp())
+            .coalesce(1)  # one small file per commit
+        )
+        commit = self.log_thread.submit(self.log_pass, computed, log_rows, entries[-1], position, summary)
+        return entries[-1], commit
+
+    def log_pass(
+        self, computed: ComputedPass, log_rows: Any, last_row: dict[str, Any], position: tuple[int, int, int],
+        summary: RunSummary,
+    ) -> dict[str, Any]:
+        """Commit a written pass: its ``replay_log`` rows in one append. Returns the last row."""
+        batches, steps, panes = computed.batches, computed.steps, computed.panes
+        first, final = batches[0], batches[-1]
+        ids = [batch.batch_id for batch in batches]
+        for batch_id in ids:
+            crash_point(f"batch:{batch_id}:before-commit")
+        mark = time.time()
+        self.store.append_batch(log_rows, "replay_log", final.batch_id)
+        summary.wrote("replay_log")
+        for batch_id in ids:
+            crash_point(f"batch:{batch_id}:committed")
+        steps["commit"] = time.time() - mark
+        profile(self.progress, "steps", steps)
+        # What this pass added to the run: from its computing or the previous commit, whichever
+        # ended later (passes overlap), to its own commit.
+        now = time.time()
+        seconds = now - max(computed.started, self.previous_commit_end)
+        self.previous_commit_end = now
+        summary.passes.append(PassSummary(first.batch_id, final.batch_id, final.seq_end - first.seq_start,
+                                          seconds))
+        for batch, after in zip(batches, computed.states, strict=True):
+            summary.batches.append(BatchSummary(
+                batch.batch_id, batch.records, panes[batch.batch_id], computed.late_counts[batch.batch_id],
+                after.watermark, seconds / len(batches),
+            ))
+        number, passes, total = position
+        self.report(total, (number, passes), summary)
+        return last_row
+
+    def report(self, total: int, passes: tuple[int, int], summary: RunSummary) -> None:
+        """One line per batch (its own counts), then one for the pass that ran and committed them."""
+        run = summary.passes[-1]
+        batches = summary.batches[-(run.last_batch - run.first_batch + 1):]
+        done = len(summary.batches)
+        for number, batch in enumerate(batches, done - len(batches) + 1):
+            panes = ", ".join(f"{k} {v}" for k, v in sorted(batch.panes.items())) or "no panes"
+            self.progress(
+                f"[{self.config.name}] batch {number}/{total} (id {batch.batch_id}): "
+                f"{batch.records} records, {panes}, {batch.late} late"
+            )
+        rate = run.records / run.seconds if run.seconds else 0.0
+        self.progress(
+            f"[{self.config.name}] pass {passes[0]}/{passes[1]}: batches {done - len(batches) + 1}-{done}, "
+            f"{run.records} records, {run.seconds:.2f}s, {rate:,.0f} events/s"
+        )
+
+    def results_frame(self, pane_rows: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        def bound(column: str):
+            return F.when(F.col(column) == MIN_TIMESTAMP, None).otherwise(
+                F.when(F.col("window_start_ms") == MIN_TIMESTAMP, None).otherwise(
+                    F.timestamp_millis(F.col(column))
+                )
+            )
+
+        return pane_rows.select(
+            *self.config.key,
+            bound("window_start_ms").alias("window_start"),
+            bound("window_end_ms").alias("window_end"),
+            F.col("pane_index").cast("int").alias("pane_index"),
+            "timing",
+            "watermark",
+            "replay_clock",
+            "fire_time",
+            *[F.col(f"agg_{name}").alias(name) for name, _ in self.config.outputs()],
+            F.col("_batch").alias("batch_id"),
+            "emit_seq",
+            F.col("emit_step").cast("int").alias("emit_step"),
+        )
+
+    def late_frame(self, late: Any, staged: Any) -> Any:
+        """The late events: the operator's late rows joined to their staged records (``staged``
+        holds at least ``late_source_columns``)."""
+        from pyspark.sql import functions as F
+
+        return (
+            F.broadcast(late.select(F.col("_seq"), F.col("watermark")))
+            .join(staged.select(late_source_columns(self.config)), "_seq")
+            .select(
+                "_seq", *self.config.key, F.col("_event_time").alias("event_time"),
+                F.col("_ingest_time").alias("ingest_time"), F.col("_partition").alias("partition"),
+                F.col("_offset").alias("offset"), F.col("_id").alias("record_id"),
+                F.col("_file").alias("source_file"), F.col("_line").alias("line"),
+                F.col("_raw").alias("raw"), "watermark",
+                F.lit(self.late_reason()).alias("reason"), F.col("_batch").alias("batch_id"),
+            )
+        )
+
+    def late_reason(self) -> str:
+        join = self.config.join
+        if join is not None and join.type == "interval":
+            return INTERVAL_LATE_REASON
+        return LATE_REASON
+
+    def latest_frame(self, results: Any) -> Any:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        keys = [*self.config.key, "window_start", "window_end"]
+        newest = Window.partitionBy(*keys).orderBy(F.col("pane_index").desc())
+        return results.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1").drop("_rank")
