@@ -24,3 +24,12 @@ class ArchiveChangedError(ReplayError):
 
 class ConcurrentRunError(ReplayError):
     """Another replay of the same pipeline holds the lock."""
+
+
+def exit_status(error: ReplayError) -> tuple[int, str]:
+    """How a command stopped by ``error`` ends (``replay``, and the ``spark-submit`` job that runs
+    ``replay run``): its exit status (2: an invalid config or parameter, refused before anything
+    was written; 1: any other refusal) and the line it prints on stderr."""
+    if isinstance(error, ConfigError):
+        return 2, f"replay: invalid config: {error}"
+    return 1, f"replay: {error}"

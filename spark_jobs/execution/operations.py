@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import PipelineConfig
-from ..exceptions import ReplayError
+from ..config import PipelineConfig, load_config, parse_instant
+from ..exceptions import ConfigError, ReplayError
 from .faults import crash_point
 from .recovery import committed_log, drop_all, pass_start, pipeline_lock, rewind_log
 from .replay import Replay, RunSummary, stderr_progress
@@ -55,6 +55,30 @@ def run_pipeline(
         finish_operation(config, spark, summary, progress, batch_size)
         summary.add(_replay(config, spark, progress, batch_size).run(finalize, until_ms))
         return summary
+
+
+def run_command(
+    pipeline: str,
+    batch_size: int | None = None,
+    finalize: bool = False,
+    master: str | None = None,
+    quiet: bool = False,
+    until: str | None = None,
+) -> RunSummary:
+    """What ``replay run`` does with its arguments as given (also the ``spark-submit`` job's):
+    load the config, check the arguments, start Spark (``master``: default ``$SPARK_MASTER`` or
+    ``local[*]``) and ``run_pipeline``. ``until`` is ISO-8601 with a zone or epoch ms; ``quiet``
+    drops the per-batch progress lines. A bad config or argument raises ConfigError before
+    anything starts."""
+    config = load_config(pipeline)
+    if batch_size is not None and batch_size < 1:
+        raise ConfigError("--batch-size", "must be a whole number >= 1")
+    until_ms = parse_instant(until, "--until") if until else None
+    spark = get_spark(f"replay-{config.name}", master=master)
+    return run_pipeline(
+        config, spark=spark, batch_size=batch_size, finalize=finalize,
+        progress=(lambda _m: None) if quiet else None, until_ms=until_ms,
+    )
 
 
 @dataclass

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..core.durations import MIN_TIMESTAMP
+from ..core.durations import MIN_TIMESTAMP, format_timestamp
 from ..core.watermarks import Timeline, WatermarkState
 from .spark_batch import STATE_COLUMNS
+from .state.delta import ALL_TABLES
 
 #: Where a run's progress lines go (one call per line).
 Progress = Callable[[str], None]
@@ -151,3 +152,39 @@ class RunSummary:
         self.passes += later.passes
         self.wrote(*later.tables)
         self.finalized, self.watermark = later.finalized, later.watermark
+
+
+def format_summary(summary: RunSummary) -> str:
+    """A run's account as ``replay run`` prints it (also its spark-submit job, reprocess, demo)."""
+    lines = [
+        f"pipeline {summary.pipeline}: {len(summary.batches)} batches in {summary.seconds:.1f}s",
+        f"  records    read {summary.records_read}, accepted {summary.records_accepted}, "
+        f"quarantined {summary.records_quarantined} (this run's new files)",
+        f"  replayed   {summary.records_replayed} records",
+        format_firings(summary),
+        f"  late       {summary.late} late events",
+        f"  watermark  {format_timestamp(summary.watermark)}"
+        + (" (finalized)" if summary.finalized else ""),
+        f"  tables     {summary.output_path}/"
+        + ("{" + ",".join(sorted(summary.tables, key=_table_order)) + "}" if summary.tables
+           else " (none written by this run)"),
+    ]
+    return "\n".join(lines)
+
+
+def _table_order(table: str) -> int:
+    return ALL_TABLES.index(table) if table in ALL_TABLES else len(ALL_TABLES)
+
+
+def format_firings(summary: RunSummary) -> str:
+    """What the firings emitted, in the terms of the pipeline's kind."""
+    panes = summary.panes
+    if summary.results_table == "join_results":
+        return f"  pairs      {sum(panes.values())} joined pairs"
+    if summary.results_table == "process_results":
+        causes = ", ".join(f"{cause} {count}" for cause, count in sorted(panes.items()))
+        return f"  results    {sum(panes.values())} rows" + (f" ({causes})" if causes else "")
+    return (
+        f"  panes      EARLY {panes.get('EARLY', 0)}, ON_TIME {panes.get('ON_TIME', 0)}, "
+        f"LATE {panes.get('LATE', 0)}"
+    )

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import ConfigError, ReplayError
+from ..exceptions import ConfigError, ReplayError, exit_status
 
 # Each command imports what it runs inside its function: `replay --help` and a config error must
 # answer without loading numpy, Spark or the replay (the operations pull in pyspark).
@@ -124,12 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except ConfigError as error:
-        print(f"replay: invalid config: {error}", file=sys.stderr)
-        return 2
     except ReplayError as error:
-        print(f"replay: {error}", file=sys.stderr)
-        return 1
+        status, message = exit_status(error)
+        print(message, file=sys.stderr)
+        return status
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -175,18 +173,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..config import load_config, parse_instant
-    from ..execution.operations import run_pipeline
-    from ..execution.spark_session import get_spark
+    from ..execution.operations import run_command
+    from ..execution.passes import format_summary
 
-    config = load_config(args.pipeline)
-    if args.batch_size is not None and args.batch_size < 1:
-        raise ConfigError("--batch-size", "must be a whole number >= 1")
-    until = parse_instant(args.until, "--until") if args.until else None
-    spark = get_spark(f"replay-{config.name}", master=args.master)
-    summary = run_pipeline(
-        config, spark=spark, batch_size=args.batch_size, finalize=args.finalize,
-        progress=(lambda _m: None) if args.quiet else None, until_ms=until,
+    summary = run_command(
+        args.pipeline, batch_size=args.batch_size, finalize=args.finalize, master=args.master,
+        quiet=args.quiet, until=args.until,
     )
     print(format_summary(summary))
     return 0
@@ -225,6 +217,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 def cmd_reprocess(args: argparse.Namespace) -> int:
     from ..config import load_config, parse_instant
     from ..execution.operations import reprocess
+    from ..execution.passes import format_summary
 
     config = load_config(args.pipeline)
     start, end = parse_instant(args.start, "--from"), parse_instant(args.end, "--to")
@@ -245,6 +238,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from ..config import load_config
     from ..execution.operations import run_pipeline
+    from ..execution.passes import format_summary
     from ..execution.spark_session import get_spark
     from ..samples.generator import DEMO_SPEC, generate_archive
 
@@ -272,45 +266,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"data quality: {passed}/{len(result.outcomes)} expectations passed; "
           f"report: {report}")
     return 0 if result.success else 1
-
-
-def format_summary(summary: Any) -> str:
-    from ..core.durations import format_timestamp
-
-    lines = [
-        f"pipeline {summary.pipeline}: {len(summary.batches)} batches in {summary.seconds:.1f}s",
-        f"  records    read {summary.records_read}, accepted {summary.records_accepted}, "
-        f"quarantined {summary.records_quarantined} (this run's new files)",
-        f"  replayed   {summary.records_replayed} records",
-        format_firings(summary),
-        f"  late       {summary.late} late events",
-        f"  watermark  {format_timestamp(summary.watermark)}"
-        + (" (finalized)" if summary.finalized else ""),
-        f"  tables     {summary.output_path}/"
-        + ("{" + ",".join(sorted(summary.tables, key=_table_order)) + "}" if summary.tables
-           else " (none written by this run)"),
-    ]
-    return "\n".join(lines)
-
-
-def _table_order(table: str) -> int:
-    from ..execution.state.delta import ALL_TABLES
-
-    return ALL_TABLES.index(table) if table in ALL_TABLES else len(ALL_TABLES)
-
-
-def format_firings(summary: Any) -> str:
-    """What the firings emitted, in the terms of the pipeline's kind."""
-    panes = summary.panes
-    if summary.results_table == "join_results":
-        return f"  pairs      {sum(panes.values())} joined pairs"
-    if summary.results_table == "process_results":
-        causes = ", ".join(f"{cause} {count}" for cause, count in sorted(panes.items()))
-        return f"  results    {sum(panes.values())} rows" + (f" ({causes})" if causes else "")
-    return (
-        f"  panes      EARLY {panes.get('EARLY', 0)}, ON_TIME {panes.get('ON_TIME', 0)}, "
-        f"LATE {panes.get('LATE', 0)}"
-    )
 
 
 COMMANDS = {

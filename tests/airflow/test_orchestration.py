@@ -197,13 +197,30 @@ def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
     assert seen["env"]["PATH"].startswith(str(Path(sys.executable).parent))
 
 
-def test_replay_job_runs_the_cli_run_command(monkeypatch):
+def test_replay_job_runs_the_cli_run_command(monkeypatch, capsys):
+    """The job runs what ``replay run`` runs (``run_command``, looked up in the job's module) with
+    the same arguments, prints the same summary and ends with the same exit statuses."""
+    from spark_jobs.exceptions import ConfigError
     from spark_jobs.execution.jobs import replay_job
+    from spark_jobs.execution.passes import RunSummary
 
     calls = []
-    monkeypatch.setattr("spark_jobs.interfaces.cli.main", lambda argv: calls.append(argv) or 0)
+
+    def run_command(pipeline, **options):
+        calls.append((pipeline, options))
+        if pipeline == "bad.yaml":
+            raise ConfigError("--until", "needs a time zone")
+        return RunSummary("p", "/out")
+
+    monkeypatch.setattr(replay_job, "run_command", run_command)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     assert replay_job.main(["p.yaml", "--finalize", "--batch-size", "7", "--until", "1700002800000"]) == 0
+    assert "pipeline p: 0 batches" in capsys.readouterr().out
     assert replay_job.main(["p.yaml", "--master", "spark://h:7077"]) == 0
-    assert calls == [["run", "p.yaml", "--batch-size", "7", "--until", "1700002800000", "--finalize"],
-                     ["run", "p.yaml", "--master", "spark://h:7077"]]
+    plain = {"batch_size": None, "finalize": False, "master": None, "quiet": False, "until": None}
+    assert calls == [
+        ("p.yaml", {**plain, "batch_size": 7, "finalize": True, "until": "1700002800000"}),
+        ("p.yaml", {**plain, "master": "spark://h:7077"}),
+    ]
+    assert replay_job.main(["bad.yaml"]) == 2
+    assert "replay: invalid config: --until: needs a time zone" in capsys.readouterr().err

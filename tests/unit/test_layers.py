@@ -1,6 +1,7 @@
 """The package's layers hold: no import cycle anywhere in ``spark_jobs`` (counting imports inside
-functions, so none can hide one), and ``core/`` imports nothing but itself, the shared errors, the
-standard library and the numeric libraries.
+functions, so none can hide one), no module imports a layer above its own (``LAYERS``), and
+``core/`` imports nothing but itself, the shared errors, the standard library and the numeric
+libraries.
 
 Read from the source with ``ast``, so the check needs no Spark and sees every import, even ones
 in functions that a test never calls.
@@ -89,6 +90,42 @@ def test_spark_jobs_has_no_import_cycle() -> None:
 
 def test_the_cycle_check_sees_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+# The layers, lowest first: a module may import its own layer and the ones below it, never above
+# (execution never reaches for the command line, the quality suites or the sample generator).
+LAYERS = {
+    "exceptions": 0, "core": 0,
+    "config": 1, "pipeline_spec": 1,
+    "triggers": 1, "windows": 1, "functions": 1, "process": 1, "joins": 1, "contrib": 1,
+    "execution": 2, "testing": 2, "samples": 2,
+    "quality": 3,
+    "interfaces": 4,
+}
+
+
+def layer_of(name: str) -> str:
+    """``spark_jobs.execution.replay`` -> ``execution``; the package itself is its own."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of a module in a higher layer than the importer's."""
+    return sorted(
+        (name, target) for name, targets in graph.items() for target in targets
+        if layer_of(name) in LAYERS and LAYERS.get(layer_of(target), 0) > LAYERS[layer_of(name)]
+    )
+
+
+def test_each_layer_imports_only_its_own_and_the_layers_below() -> None:
+    assert set(map(layer_of, MODULES)) - {"spark_jobs"} <= set(LAYERS), "a new folder needs a layer"
+    assert upward_imports(internal_graph()) == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {"spark_jobs.execution.jobs.replay_job": {"spark_jobs.interfaces.cli"}}
+    assert upward_imports(graph) == [("spark_jobs.execution.jobs.replay_job", "spark_jobs.interfaces.cli")]
 
 
 def test_core_imports_only_core_the_errors_and_numeric_libraries() -> None:

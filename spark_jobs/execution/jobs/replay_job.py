@@ -2,10 +2,12 @@
 [--batch-size N]``.
 
 The application the Airflow ``replay_submit`` task submits; it does exactly what
-``replay run PIPELINE.yaml`` does (same code path: :func:`spark_jobs.interfaces.cli.main`). Under
-``spark-submit`` the master comes from ``--master`` of spark-submit (the Airflow connection), so
-it is read back from the running JVM and handed on, instead of the CLI's ``$SPARK_MASTER`` or
-``local[*]`` default. Also runnable as ``python -m spark_jobs.execution.jobs.replay_job``.
+``replay run PIPELINE.yaml`` does (same code path: ``operations.run_command``, the same summary and
+exit statuses), without importing the command line: the execution layer does not depend on
+``interfaces``. Under ``spark-submit`` the master comes from ``--master`` of spark-submit (the
+Airflow connection), so it is read back from the running JVM and handed on, instead of the CLI's
+``$SPARK_MASTER`` or ``local[*]`` default. Also runnable as
+``python -m spark_jobs.execution.jobs.replay_job``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import argparse
 import os
 import sys
 
-from spark_jobs.interfaces import cli
+from spark_jobs.exceptions import ReplayError, exit_status
+from spark_jobs.execution.operations import run_command
+from spark_jobs.execution.passes import format_summary
 
 
 def submitted_master() -> str | None:
@@ -40,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = ["run", args.pipeline]
     master = args.master or submitted_master()
+    command = ["run", args.pipeline]  # the equivalent `replay` command, for the task's log
     if master:
         command += ["--master", master]
     if args.batch_size is not None:
@@ -53,7 +57,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet:
         command.append("--quiet")
     print(f"replay_job: replay {' '.join(command)}", file=sys.stderr, flush=True)
-    return cli.main(command)
+    try:
+        summary = run_command(
+            args.pipeline, batch_size=args.batch_size, finalize=args.finalize, master=master or None,
+            quiet=args.quiet, until=args.until,
+        )
+    except ReplayError as error:
+        status, message = exit_status(error)
+        print(message, file=sys.stderr)
+        return status
+    print(format_summary(summary))
+    return 0
 
 
 if __name__ == "__main__":
