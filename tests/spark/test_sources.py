@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 
 from spark_jobs.config import SourceConfig, parse_config
 from spark_jobs.exceptions import ConfigError
-from spark_jobs.execution import sources
 from spark_jobs.execution.sources import (
     QUARANTINE_COLUMNS,
     QUARANTINE_REASONS,
@@ -434,36 +433,6 @@ def test_no_files_give_empty_frames_with_the_schema(spark, jsonl):
     records, quarantine = read_archive(spark, jsonl["config"], [])
     assert records.schema == jsonl["records"].schema
     assert quarantine.columns == list(QUARANTINE_COLUMNS)
-
-
-# ---- line splitting without Spark -----------------------------------------------------------------
-def split(data: bytes, name: str = "f.jsonl") -> list[tuple[int, str, str | None]]:
-    lines = sources._FileLines(name, 0)
-    view = memoryview(data)
-    pieces = sources._gunzip(view, lines) if name.endswith(".gz") else iter([view[:3], view[3:]])
-    rows = []
-    for batch in lines.read(pieces):
-        part = batch.to_pydict()
-        rows += zip(part["_line"], part["_raw"], part["_pre_reason"], strict=True)
-    return rows
-
-
-def test_splitting_across_chunk_and_gzip_boundaries(monkeypatch):
-    monkeypatch.setattr(sources, "_CHUNK_BYTES", 7)  # every line crosses a chunk boundary
-    monkeypatch.setattr(sources, "_GZIP_INPUT_BYTES", 5)
-    monkeypatch.setattr(sources, "_GZIP_OUTPUT_BYTES", 3)
-    text = b'{"a":1}\r\n\n  \n{"b":"a long line, longer than a chunk"}\n\r\n{"c":3}'
-    expected = [(1, '{"a":1}', None), (4, '{"b":"a long line, longer than a chunk"}', None),
-                (6, '{"c":3}', None)]
-    assert split(text) == expected
-    assert split(gzip.compress(text), "f.jsonl.gz") == expected
-    assert split(gzip.compress(text[:20]) + gzip.compress(text[20:]) + b"\0\0", "f.gz") == expected
-    # Only the CRC trailer is missing: all text decodes, but with no final newline nobody can
-    # tell whether the last line is complete, so it is the truncated tail.
-    cut = gzip.compress(text)[:-8]
-    assert split(cut, "f.gz") == [*expected[:2], (6, '{"c":3}', "truncated_gzip")]
-    assert split(gzip.compress(text + b"\n")[:-8], "f.gz") == [*expected, (7, "", "truncated_gzip")]
-    assert split(b"\xef\xbb\xbf{}\n\xff{}\n") == [(1, "{}", None), (2, "\ufffd{}", "malformed_json")]
 
 
 # ---- Parquet -------------------------------------------------------------------------------------

@@ -1,0 +1,133 @@
+"""Reading Parquet archives: rows through the same validation as JSON Lines (``archive_checks``);
+a file whose footer cannot be read becomes one quarantine row instead of failing the read.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .archive_checks import CheckedArchive, empty_checked, glob_escaped, needed_fields, quote, validate
+from .archive_files import ArchiveFile
+
+if TYPE_CHECKING:
+    from ..config import PipelineConfig
+
+def read_parquet(
+    spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int],
+    only: DataFrame | None = None,
+) -> CheckedArchive:
+    """Parquet rows through the same validation; an unreadable file becomes one quarantine row.
+
+    Each footer is read first (on the driver, through Hadoop, so any file system works): a file
+    whose footer is unreadable (truncated upload, not Parquet at all) is left out of the scan and
+    reported instead of failing the whole read. Damage inside a file with a good footer is not
+    detected here and fails the job loudly.
+    """
+    readable, broken = [], []
+    # Footer reads are round trips to the file system (object stores: ~50 ms each): overlap them.
+    footers = parquet_footers(spark, files)
+    for f, (problem, _) in zip(files, footers, strict=True):
+        if problem is None:
+            readable.append(f)
+        else:
+            broken.append((f.path, indexes[f.path], ("unreadable_file", problem)))
+    broken_df = spark.createDataFrame(
+        broken, "_file string, _file_index int, _outcome struct<r: string, d: string>"
+    )
+    rows_bound = sum(rows for _, rows in footers) + len(broken)
+    if not readable:
+        return CheckedArchive(
+            empty_checked(spark, config).unionByName(broken_df, allowMissingColumns=True), rows_bound
+        )
+    # mergeSchema: a column added to later files must not be read as null from the first file's
+    # schema alone.
+    table = spark.read.option("mergeSchema", "true").parquet(*[glob_escaped(f.path) for f in readable])
+    data_columns = table.columns
+    types = {field.name: field.dataType for field in table.schema.fields}
+    index_rows = spark.createDataFrame(
+        [(f.path, indexes[f.path]) for f in readable], "_file string, _file_index int"
+    )
+    # _metadata.file_path is URL-encoded ("a%20b.parquet"); decoding it gives the listed path.
+    # url_decode would also turn '+' into a space, which a URI never means: protect it first.
+    decoded = F.try_url_decode(F.regexp_replace(F.col("_metadata.file_path"), r"\+", "%2B"))
+    rows = (
+        table.select(
+            *[F.col(quote(c)) for c in data_columns],
+            decoded.alias("_file"),
+            (F.col("_metadata.row_index") + 1).alias("_line"),
+            F.to_json(F.struct(*[F.col(quote(c)) for c in data_columns])).alias("_raw"),
+        )
+        .join(F.broadcast(index_rows), "_file", "left")
+        # A path that does not map back would silently lose its file's order: fail instead.
+        .withColumn("_file_index", F.coalesce(F.col("_file_index"), F.raise_error(
+            F.concat(F.lit("Parquet row from a file not in the list: "), F.col("_file"))).cast("int")))
+        .withColumn("_pre_reason", F.lit(None).cast("string"))
+        .withColumn("_pre_detail", F.lit(None).cast("string"))
+    )
+    if only is not None:
+        rows = rows.join(F.broadcast(spark.createDataFrame(only)), ["_file_index", "_line"], "left_semi")
+    texts: dict[str, Column] = {}
+    event_ms: dict[str, Column] = {}
+    for name in needed_fields(config):
+        kind = types.get(name)
+        column = F.col(quote(name))
+        if kind is None:
+            texts[name] = F.lit(None).cast("string")
+        elif isinstance(kind, T.TimestampType | T.TimestampNTZType):
+            # An instant needs no parsing; TIMESTAMP_NTZ is read as UTC, like Flink's TIMESTAMP
+            # rowtime (the session time zone must not shift event times).
+            if isinstance(kind, T.TimestampType):
+                millis = F.unix_millis(column)  # floors sub-millisecond parts, also before 1970
+            else:
+                micros = f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {quote(name)})"
+                millis = F.expr(f"({micros} - pmod({micros}, 1000)) div 1000")
+            texts[name] = millis.cast("string")
+            event_ms[name] = millis
+        elif isinstance(kind, T.StructType | T.ArrayType | T.MapType):
+            texts[name] = F.to_json(column)
+        else:
+            texts[name] = column.cast("string")
+    checked = validate(rows, config, texts, event_ms)
+    return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
+
+
+def parquet_footers(spark: SparkSession, files: list[ArchiveFile]) -> list[tuple[str | None, int]]:
+    """``_parquet_footer`` of each file, read side by side (each is a round trip to storage)."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda f: _parquet_footer(spark, f.path), files))
+
+
+def _parquet_footer(spark: SparkSession, path: str) -> tuple[str | None, int]:
+    """``(problem, rows)``: why the file's Parquet footer cannot be read (None when it can), and
+    the rows it declares.
+
+    Only a damaged or foreign file is a problem to report; an I/O failure (a missing file, a
+    network error, throttling) is raised, since quarantining the file would lose it for good.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    conf = spark._jsc.hadoopConfiguration()
+    try:
+        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
+            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hadoop_path, conf)
+        )
+        rows = reader.getRecordCount()
+        reader.close()
+    except Py4JJavaError as error:
+        java = error.java_exception
+        kind, message = java.getClass().getName(), str(java.getMessage())
+        # Parquet reports a bad magic number or a too-short file as a bare RuntimeException and
+        # an undecodable footer as an IOException about its Thrift classes.
+        if kind == "java.lang.RuntimeException" or kind.startswith("org.apache.parquet") or (
+            "org.apache.parquet.format" in message
+        ):
+            return f"not a readable Parquet file: {message}", 0
+        raise
+    return None, rows
