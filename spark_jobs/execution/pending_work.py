@@ -56,11 +56,10 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
     if operation is not None:
         return PendingWork(True, f"unfinished: {operation.describe()}")
     reader = DeltaRsReader(config)
-    log = reader.committed_log()
     known = reader.known_files()
     if not known:
         return PendingWork(True, "nothing ingested yet: the first run ingests the archive")
-    last = log[-1] if log else None
+    last = reader.last_committed()
     # A table a recovery already restored to the committed version is past it by version only
     # (RESTORE is a commit); a run would restore it again, to the same content: not work.
     ahead = {table: versions for table, versions in tables_ahead(reader, last).items()

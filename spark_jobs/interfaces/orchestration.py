@@ -207,6 +207,12 @@ def ends_input(config: PipelineConfig, interval_end: Any) -> bool:
     return end is not None and end_ms is not None and end_ms >= int(end.timestamp() * 1000)
 
 
+def run_finalizes(config: PipelineConfig, requested: Any, interval_end: Any) -> bool:
+    """Whether a backfill run finalizes: asked to (the ``finalize`` param), or its interval is the
+    schedule's last (``ends_input``). What the check and the local replay use."""
+    return bool(requested) or ends_input(config, interval_end)
+
+
 def pool_name(config: PipelineConfig) -> str:
     """The one-slot Airflow pool every task that changes this pipeline's tables runs in, so runs of
     a pipeline (scheduled, ``backfill create``, reprocess) queue instead of overlapping."""
@@ -356,7 +362,7 @@ def replay_interval(
 
     config = load_pipeline(pipeline_path)
     start_ms, end_ms = _ms(interval_start), _ms(interval_end)
-    finalize = bool(finalize) or ends_input(config, interval_end)
+    finalize = run_finalizes(config, finalize, interval_end)
     log.info("replay %s for interval %s: archive %s -> %s (finalize=%s)", config.name,
              _interval_text(start_ms, end_ms), config.source.path, config.output_path, finalize)
     session = spark or get_spark(f"replay-{config.name}")
@@ -396,7 +402,7 @@ def interval_has_work(
     from ..execution.pending_work import pending_work
 
     config = load_pipeline(pipeline_path)
-    finalize = bool(finalize) or ends_input(config, interval_end)
+    finalize = run_finalizes(config, finalize, interval_end)
     answer = pending_work(config, _ms(interval_end), finalize)
     log.info("replay %s, interval %s: %s", config.name,
              _interval_text(_ms(interval_start), _ms(interval_end)), answer.reason)
@@ -537,6 +543,7 @@ def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
             self.jars = ",".join(project_jars())  # resolved here, never when the DAG is parsed
             params = context.get("params") or {}
             interval_end = context.get("data_interval_end")
+            # (The config is read only when the param does not decide it.)
             finalize = bool(params.get("finalize")) or ends_input(load_pipeline(pipeline_path), interval_end)
             self.application_args = submit_arguments(pipeline_path, finalize, until=interval_end)
             self.env_vars = {**submit_environment(), **(self.env_vars or {})}

@@ -75,12 +75,20 @@ class DeltaRsReader:
 
     def committed_log(self) -> list[dict[str, Any]]:
         """``replay_log``'s rows by batch id, as ``recovery.committed_log`` returns them."""
+        return self._log_rows("")
+
+    def last_committed(self) -> dict[str, Any] | None:
+        """The last committed batch's row (what a check needs, without reading the whole log)."""
+        rows = self._log_rows(" DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    def _log_rows(self, order: str) -> list[dict[str, Any]]:
         if not self.exists("replay_log"):
             return []
         # committed_at as text: a zoned timestamp turned into Python imports pandas (1.5 s).
         rows = self.rows(
             "SELECT * EXCEPT (committed_at), CAST(committed_at AS VARCHAR) AS committed_at "
-            "FROM replay_log ORDER BY batch_id",
+            f"FROM replay_log ORDER BY batch_id{order}",
             {"replay_log": None},
         )
         for row in rows:  # an Arrow map comes back as (key, value) pairs
