@@ -202,16 +202,28 @@ def get_spark(
     python = sys.executable
     os.environ.setdefault("PYSPARK_PYTHON", python)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", python)
-    builder = (
-        SparkSession.builder.master(spark_master(master))
-        .appName(app_name)
-        .config("spark.jars", ",".join(project_jars()))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.pyspark.python", python)
-    )
-    for key, value in _LOCAL_DEFAULTS.items():
+    builder = SparkSession.builder.master(spark_master(master)).appName(app_name)
+    for key, value in session_conf(conf).items():
         builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("REPLAY_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def session_conf(conf: dict[str, Any] | None = None) -> dict[str, str]:
+    """Every Spark setting a replay driver gets: the cached jars (Delta's and the project's own),
+    Delta's SQL extension and catalog, the local defaults and the JVM options, then ``conf``.
+
+    The one home of them: ``get_spark`` builds its session from it, and the Spark Connect server
+    (``connect_server``) passes the same settings to ``spark-submit``.
+    """
+    settings: dict[str, Any] = {
+        "spark.jars": ",".join(project_jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.pyspark.python": sys.executable,
+        **_LOCAL_DEFAULTS,
+    }
     conf = dict(conf or {})
     # The caller's own JVM options come last, so that they win.
     driver_options = [JVM_OPTIONS, f"-Dlog4j2.configurationFile={DRIVER_LOG_CONFIG.as_uri()}",
@@ -222,11 +234,8 @@ def get_spark(
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in driver_options if o)
     executor_options = conf.get("spark.executor.extraJavaOptions", "")
     conf["spark.executor.extraJavaOptions"] = f"{JVM_OPTIONS} {executor_options}".strip()
-    for key, value in conf.items():
-        builder = builder.config(key, str(value))
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("REPLAY_SPARK_LOG_LEVEL", "ERROR"))
-    return spark
+    settings.update(conf)
+    return {key: str(value) for key, value in settings.items()}
 
 
 def class_archive_path() -> Path:
