@@ -10,6 +10,7 @@
     replay reprocess PIPELINE.yaml --from T1 --to T2 --reason TEXT
     replay demo                   generate the sample archive, replay it, print a summary
     replay pools [DIR]            create each pipeline's one-slot Airflow pool
+    replay server start|stop|status   a Spark Connect server with Delta (docs/spark-connect.md)
 """
 
 from __future__ import annotations
@@ -105,6 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pools.add_argument("directory", nargs="?", default=None,
                        help="pipeline configs (default: $REPLAY_PIPELINES_DIR or include/pipelines)")
+
+    server = commands.add_parser(
+        "server", help="start, stop or check the Spark Connect server (Delta loaded)",
+        description="A long-lived Spark Connect server with Delta's and the project's jars, detached, "
+        "its pid, address and log under a state directory. It binds 127.0.0.1 unless --host says "
+        "otherwise; any other address needs SPARK_CONNECT_AUTHENTICATE_TOKEN in the environment, "
+        "which the server then requires of every client (see docs/spark-connect.md).",
+    )
+    server.add_argument("action", choices=["start", "stop", "status"])
+    server.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    server.add_argument("--port", type=int, default=None, help="port (default 15002)")
+    server.add_argument("--dir", default=None,
+                        help="state directory: pid, address, log (default $REPLAY_CONNECT_DIR or "
+                        ".cache/connect)")
+    server.add_argument("--timeout", type=float, default=None,
+                        help="seconds to wait: for start, until it answers (180); for stop, before "
+                        "SIGKILL (30)")
 
     from ..quality import cli as quality_cli
 
@@ -268,6 +286,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
+def cmd_server(args: argparse.Namespace) -> int:
+    from ..execution import connect_server as server
+
+    if args.action == "start":
+        host = args.host or server.DEFAULT_HOST
+        port = server.DEFAULT_PORT if args.port is None else args.port
+        state, started = server.start_server(host, port, args.dir, timeout=args.timeout or 180.0)
+        if not started:
+            print(f"already running: {state.describe()}")
+            return 0
+        print(f"started: {state.describe()}")
+        print(f"clients: SPARK_REMOTE={state.url}")
+        return 0
+    if args.host is not None or args.port is not None:
+        raise ConfigError("--host/--port", f"only for start; {args.action} reads the state directory")
+    if args.action == "stop":
+        stopped = server.stop_server(args.dir, timeout=args.timeout or 30.0)
+        print(f"stopped the Spark Connect server at {stopped.url} (pid {stopped.pid})" if stopped
+              else "Spark Connect server not running")
+        return 0
+    state = server.server_status(args.dir)
+    print(state.describe())
+    return 0 if state.running else 3
+
+
 COMMANDS = {
     "generate": cmd_generate,
     "validate": cmd_validate,
@@ -277,6 +320,7 @@ COMMANDS = {
     "reset": cmd_reset,
     "reprocess": cmd_reprocess,
     "pools": cmd_pools,
+    "server": cmd_server,
 }
 
 
