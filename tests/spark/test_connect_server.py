@@ -1,0 +1,175 @@
+"""`replay server start|stop|status`: a Spark Connect server with Delta, started and stopped safely.
+
+The servers here run in their own JVM (one at a time), on a free port, with a state directory
+under the test's tmp_path; every test that starts one stops it, whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.execution import connect_server
+from spark_jobs.execution.connect_server import TOKEN_ENV
+
+
+def _replay(*args: str, env: dict[str, str] | None = None, timeout: float = 300
+            ) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    environment.update(env or {})
+    return subprocess.run([sys.executable, "-m", "spark_jobs.interfaces.cli", *args], env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
+
+
+def _start(state: Path, port: int, env: dict[str, str] | None = None) -> int:
+    started = _replay("server", "start", "--port", str(port), "--dir", str(state), env=env)
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert f"sc://localhost:{port}" in started.stdout
+    assert str(state / "server.log") in started.stdout
+    return int((state / "server.pid").read_text())
+
+
+def _stop_and_check_gone(state: Path, port: int, pid: int) -> None:
+    stopped = _replay("server", "stop", "--dir", str(state))
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"pid {pid}" in stopped.stdout
+    assert _group_members(pid) == [], "stop leaves no process of the server's group"
+    assert not _listening(port)
+    assert not (state / "server.pid").exists()
+
+
+def test_a_non_loopback_host_without_token_is_refused_before_anything_starts(tmp_path):
+    port = _free_port()
+    state = tmp_path / "connect"
+    for host in ("0.0.0.0", "192.0.2.10", "example.com"):
+        refused = _replay("server", "start", "--host", host, "--port", str(port), "--dir", str(state))
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"{host} is not a loopback address" in refused.stderr
+        assert TOKEN_ENV in refused.stderr
+    assert not state.exists(), "nothing was written"
+    assert not _listening(port)
+    # An empty token is no token.
+    refused = _replay("server", "start", "--host", "0.0.0.0", "--dir", str(state), env={TOKEN_ENV: " "})
+    assert refused.returncode == 2
+
+
+def test_loopback_addresses():
+    assert all(connect_server.is_loopback(h) for h in ("127.0.0.1", "127.0.0.5", "::1", "localhost"))
+    assert not any(connect_server.is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "spark.internal"))
+
+
+def test_status_and_stop_when_down(tmp_path):
+    status = _replay("server", "status", "--dir", str(tmp_path))
+    assert status.returncode == 3
+    assert "not running" in status.stdout
+    stop = _replay("server", "stop", "--dir", str(tmp_path))
+    assert stop.returncode == 0
+    assert "not running" in stop.stdout
+
+
+@pytest.mark.spark
+@pytest.mark.slow  # a server JVM each: about 80 s for both on this 2-core machine
+def test_delta_sql_over_connect_then_stop(tmp_path, monkeypatch):
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    from pyspark.sql import SparkSession
+
+    port, state = _free_port(), tmp_path / "connect"
+    pid = _start(state, port)
+    try:
+        status = _replay("server", "status", "--dir", str(state))
+        assert status.returncode == 0 and "running at sc://localhost" in status.stdout
+        assert f"pid {pid}" in status.stdout
+        again = _replay("server", "start", "--port", str(port), "--dir", str(state))
+        assert again.returncode == 0 and again.stdout.startswith("already running"), again.stdout
+        assert int((state / "server.pid").read_text()) == pid
+
+        spark = SparkSession.builder.remote(f"sc://localhost:{port}").create()
+        try:
+            table = str(tmp_path / "table")
+            spark.range(5).selectExpr("id", "id * 10 AS v").write.format("delta").save(table)
+            spark.sql(f"""MERGE INTO delta.`{table}` t
+                          USING (SELECT id, -1 AS v FROM range(3, 7)) s ON t.id = s.id
+                          WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *""")
+            merged = {r.id: r.v for r in spark.read.format("delta").load(table).collect()}
+            assert merged == {0: 0, 1: 10, 2: 20, 3: -1, 4: -1, 5: -1, 6: -1}
+            history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version").collect()
+            assert [(r.version, r.operation) for r in history] == [(0, "WRITE"), (1, "MERGE")]
+            spark.sql(f"RESTORE TABLE delta.`{table}` TO VERSION AS OF 0")
+            restored = {r.id: r.v for r in spark.read.format("delta").load(table).collect()}
+            assert restored == {i: i * 10 for i in range(5)}
+            assert spark.sql(f"DESCRIBE HISTORY delta.`{table}`").first().operation == "RESTORE"
+        finally:
+            spark.stop()
+    finally:
+        _stop_and_check_gone(state, port, pid)
+    status = _replay("server", "status", "--dir", str(state))
+    assert status.returncode == 3 and "not running" in status.stdout
+
+
+@pytest.mark.spark
+@pytest.mark.slow  # a server JVM each: about 80 s for both on this 2-core machine
+def test_a_server_started_with_a_token_refuses_clients_without_it(tmp_path, monkeypatch):
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    from pyspark.sql import SparkSession
+
+    token = secrets.token_urlsafe(24)
+    port, state = _free_port(), tmp_path / "connect"
+    pid = _start(state, port, env={TOKEN_ENV: token})
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert token.encode() not in cmdline, "the token is not on the server's command line"
+        assert token not in (state / "server.json").read_text()
+        assert "token required" in _replay("server", "status", "--dir", str(state)).stdout
+
+        for refused_url in (f"sc://localhost:{port}", f"sc://localhost:{port}/;token=not-{token}"):
+            refused = SparkSession.builder.remote(refused_url).create()
+            try:
+                with pytest.raises(Exception, match="(?i)unauthenticated|authentication"):
+                    refused.sql("SELECT 1").collect()
+            finally:
+                # Closed, not stopped (no RPC): a client left open calls its server at exit and,
+                # the server gone, retries for about ten minutes before the process ends.
+                refused.client.close()
+        # PySpark sends a token only over TLS or to the literal host `localhost` (gRPC local
+        # credentials); Spark 4.2's server has no TLS, so a client on this machine says localhost.
+        client = SparkSession.builder.remote(f"sc://localhost:{port}/;token={token}").create()
+        try:
+            assert client.sql("SELECT 41 + 1 AS answer").first().answer == 42
+        finally:
+            client.stop()
+    finally:
+        _stop_and_check_gone(state, port, pid)
