@@ -298,6 +298,10 @@ def cmd_server(args: argparse.Namespace) -> int:
             return 0
         print(f"started: {state.describe()}")
         print(f"clients: SPARK_REMOTE={state.url}")
+        if not server.is_loopback(state.host):
+            print("note: PySpark sends the token only over TLS or to the host `localhost`, and the "
+                  "server has no TLS: clients on other machines need a TLS proxy or an SSH tunnel "
+                  "(docs/spark-connect.md)")
         return 0
     if args.host is not None or args.port is not None:
         raise ConfigError("--host/--port", f"only for start; {args.action} reads the state directory")
