@@ -200,16 +200,32 @@ def _group_alive(pgid: int) -> bool:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             fields = _stat_fields(int(entry.name))
-            if fields and int(fields[2]) == pgid and fields[0] != "Z":
+            if fields and int(fields[2]) == pgid and _running(int(entry.name)):
                 return True
+    return False
+
+
+def _running(pid: int) -> bool:
+    """Whether any thread of ``pid`` still runs. A JVM's leader thread can be a zombie while its
+    other threads still stop the server and hold its port: the process is not gone until they are."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2:].split()[0] not in ("Z", "X"):
+            return True
     return False
 
 
 def _alive(pid: int) -> bool:
     """Whether ``pid`` is still this server (not a dead one's pid reused by another program)."""
     _reap(pid)
-    fields = _stat_fields(pid)
-    if not fields or fields[0] == "Z":
+    if not _running(pid):
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
