@@ -199,7 +199,7 @@ def _group_alive(pgid: int) -> bool:
     # Members may be zombies of this process (a server started by it): those are gone.
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
+            fields = _stat_fields(entry)
             if fields and int(fields[2]) == pgid and _running(int(entry.name)):
                 return True
     return False
@@ -212,14 +212,7 @@ def _running(pid: int) -> bool:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return False
-    for task in tasks:
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.rindex(")") + 2:].split()[0] not in ("Z", "X"):
-            return True
-    return False
+    return any(fields and fields[0] not in ("Z", "X") for fields in map(_stat_fields, tasks))
 
 
 def _alive(pid: int) -> bool:
@@ -241,10 +234,11 @@ def _reap(pid: int) -> None:
         pass  # not our child (the usual case: started by another command)
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    """``/proc/<pid>/stat`` after the command name: state, ppid, pgrp, ..."""
+def _stat_fields(proc: Path) -> list[str] | None:
+    """A ``/proc/<pid>`` (or ``/proc/<pid>/task/<tid>``) entry's ``stat`` after the command name:
+    state, ppid, pgrp, ..."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = (proc / "stat").read_text()
     except OSError:
         return None
     return stat[stat.rindex(")") + 2:].split()
@@ -280,11 +274,11 @@ def probe(host: str, port: int) -> None:
     from pyspark.sql.connect.session import SparkSession
 
     token = os.environ.get(TOKEN_ENV, "").strip() or None
-    if token is None or host in ("localhost", "0.0.0.0", "::") or is_loopback(host):
-        url = f"sc://{_client_host(host)}:{port}" + (f"/;token={token}" if token else "")
-        builder = DefaultChannelBuilder(url)
+    client_host = _client_host(host)
+    if token is None or client_host == "localhost":
+        builder = DefaultChannelBuilder(f"sc://{client_host}:{port}" + (f"/;token={token}" if token else ""))
     else:
-        builder = _PlaintextBearer(f"sc://{host}:{port}", token)
+        builder = _plaintext_bearer(f"sc://{client_host}:{port}", token)
     spark = SparkSession.builder.channelBuilder(builder).create()
     try:
         if spark.sql("SELECT 1 AS one").collect()[0].one != 1:
@@ -293,26 +287,20 @@ def probe(host: str, port: int) -> None:
         spark.client.close()
 
 
-def _plaintext_bearer_class():
+def _plaintext_bearer(url: str, token: str):
+    """A channel builder that sends the token as a header without TLS (PySpark's own sends it only
+    over TLS); the class is built here because pyspark's Connect client is imported on first use."""
     from pyspark.sql.connect.client.core import DefaultChannelBuilder
 
     class PlaintextBearer(DefaultChannelBuilder):
-        def __init__(self, url: str, token: str):
-            super().__init__(url)
-            self._bearer = token
-
         @property
         def token(self):  # no TLS channel: the header goes in the metadata instead
             return None
 
         def metadata(self):
-            return [*super().metadata(), ("authorization", f"Bearer {self._bearer}")]
+            return [*super().metadata(), ("authorization", f"Bearer {token}")]
 
-    return PlaintextBearer
-
-
-def _PlaintextBearer(url: str, token: str):  # noqa: N802 - a class built on first use (pyspark import)
-    return _plaintext_bearer_class()(url, token)
+    return PlaintextBearer(url)
 
 
 def _client_host(host: str) -> str:
