@@ -26,7 +26,7 @@ from ..exceptions import ConfigError, ReplayError
 from .faults import crash_point
 from .recovery import committed_log, drop_all, pass_start, pipeline_lock, rewind_log
 from .replay import Replay, RunSummary, stderr_progress
-from .spark_session import get_spark
+from .spark_session import get_spark, is_connect, spark_remote
 from .state.delta import DeltaStore
 from .state.journal import Operation, clear_operation, read_operation, write_operation
 
@@ -64,21 +64,31 @@ def run_command(
     master: str | None = None,
     quiet: bool = False,
     until: str | None = None,
+    remote: str | None = None,
 ) -> RunSummary:
     """What ``replay run`` does with its arguments as given (also the ``spark-submit`` job's):
     load the config, check the arguments, start Spark (``master``: default ``$SPARK_MASTER`` or
     ``local[*]``) and ``run_pipeline``. ``until`` is ISO-8601 with a zone or epoch ms; ``quiet``
-    drops the per-batch progress lines. A bad config or argument raises ConfigError before
-    anything starts."""
+    drops the per-batch progress lines; ``remote`` (default ``$SPARK_REMOTE``) runs it on that
+    Spark Connect server instead, in a session of its own that ends with the command. A bad
+    config or argument raises ConfigError before anything starts."""
     config = load_config(pipeline)
     if batch_size is not None and batch_size < 1:
         raise ConfigError("--batch-size", "must be a whole number >= 1")
     until_ms = parse_instant(until, "--until") if until else None
-    spark = get_spark(f"replay-{config.name}", master=master)
-    return run_pipeline(
-        config, spark=spark, batch_size=batch_size, finalize=finalize,
-        progress=(lambda _m: None) if quiet else None, until_ms=until_ms,
-    )
+    if master and spark_remote(remote):
+        raise ConfigError("--master", "a run is on a Spark master or a Spark Connect server, not both")
+    spark = get_spark(f"replay-{config.name}", master=master, remote=remote)
+    try:
+        return run_pipeline(
+            config, spark=spark, batch_size=batch_size, finalize=finalize,
+            progress=(lambda _m: None) if quiet else None, until_ms=until_ms,
+        )
+    finally:
+        if is_connect(spark):
+            # Its server session ends now; a client left open also waits at exit for a server
+            # that has gone (see docs/spark-connect.md).
+            spark.stop()
 
 
 @dataclass

@@ -30,6 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .spark_session import is_connect
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -152,7 +154,8 @@ def number_records(
     ``keys`` holds every record's ``sort_key_columns`` collected on the driver; the records then
     look their numbers up by file index and line, in the JVM (``ReplaySequence``), from a table
     of 32-bit positions per file that the driver writes and Spark ships to the executors
-    (``SparkContext.addFile``); the full rows never move. ``keys=None`` (an ingest too big for
+    (``SparkContext.addFile``; a Spark Connect client uploads it as a file artifact of its
+    session); the full rows never move. ``keys=None`` (an ingest too big for
     the driver's memory) sorts the full rows on the cluster instead; both give the same numbers.
     """
     order = order_columns(config)
@@ -185,7 +188,10 @@ def number_records(
             in_order = in_order and bool(np.all(np.diff(positions[start:end]) > 0))
     del positions, files, lines
     _give_back_freed_memory()
-    spark.sparkContext.addFile(path)
+    if is_connect(spark):
+        spark.addArtifacts(path, file=True)  # the session's own files on the server
+    else:
+        spark.sparkContext.addFile(path)
     spark.udf.registerJavaFunction(_SEQUENCE_LOOKUP, _SEQUENCE_LOOKUP_CLASS, "bigint")
     found = F.call_udf(_SEQUENCE_LOOKUP, F.lit(os.path.basename(path)), F.col("_file_index"), F.col("_line"))
     numbered = records.withColumn("_seq", F.coalesce(

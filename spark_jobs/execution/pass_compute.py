@@ -18,6 +18,7 @@ from ..config import PipelineConfig
 from ..core.engine import window_kernel
 from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline, WatermarkState, compute_pass_timelines
+from .arrow_frames import arrow_frame
 from .ordering import collect_in_replay_order, timeline_columns
 from .passes import ComputedPass, PendingBatch, ReadAhead
 from .spark_batch import (
@@ -140,7 +141,7 @@ class PassComputer:
         else:
             out = (
                 records.groupBy(*keys)
-                .cogroup(self.spark.createDataFrame(state).groupBy(*keys))
+                .cogroup(arrow_frame(self.spark, state).groupBy(*keys))
                 .applyInArrow(function, output_ddl(config))
                 .toArrow()
             )

@@ -15,6 +15,7 @@ from ..config import PipelineConfig
 from ..core.durations import MIN_TIMESTAMP
 from ..core.engine.joins import INTERVAL_LATE_REASON
 from ..core.engine.operator import LATE_REASON
+from .arrow_frames import arrow_frame
 from .faults import crash_point
 from .latest_merges import LatestMerges
 from .maintenance import maintain, maintenance_due
@@ -83,7 +84,7 @@ class PassWriter:
             rows = by_kind.get(kind)
             # One task, one file: a pass's output is small, and a write's tasks cost more than
             # their rows.
-            return self.spark.createDataFrame(rows if rows is not None else out.slice(0, 0)).coalesce(1)
+            return arrow_frame(self.spark, rows if rows is not None else out.slice(0, 0)).coalesce(1)
 
         def traced(name: str, table: str, write: Callable[[], None]) -> Callable[[], None]:
             def run() -> None:
@@ -118,7 +119,7 @@ class PassWriter:
                 rows = computed.staged_rows
                 wanted = pc.is_in(rows.column("_seq"), value_set=by_kind["late"].column("_seq"))
                 late_rows = rows.filter(wanted).select(late_source_columns(self.config))
-                source = self.spark.createDataFrame(late_rows).coalesce(1)  # one file, as frame()
+                source = arrow_frame(self.spark, late_rows).coalesce(1)  # one file, as frame()
             late = self.late_frame(frame("late"), source)
             writes.append(traced("late", "late_events", lambda: store.append_batch(late, "late_events", tag)))
         new_state = frame("state").select(

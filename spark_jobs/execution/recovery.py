@@ -22,6 +22,7 @@ from typing import Any
 from ..config import PipelineConfig, local_path
 from ..exceptions import ConcurrentRunError
 from .faults import crash_point
+from .spark_session import is_connect
 from .state.delta import ALL_TABLES, BATCH_TABLES, DeltaStore
 
 LOCK_NAME = "_replay.lock"
@@ -46,8 +47,9 @@ ORPHAN_JVM_WAIT_SECONDS = 60.0
 
 
 def _jvm_pid(spark: Any) -> int | None:
-    """The pid of the session's driver JVM (None without a session)."""
-    if spark is None:
+    """The pid of the session's driver JVM (None without a session, or over Spark Connect, where
+    the server's JVM outlives every client)."""
+    if spark is None or is_connect(spark):
         return None
     return int(spark._jvm.java.lang.ProcessHandle.current().pid())
 

@@ -41,11 +41,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..config import local_path
 from ..exceptions import ConfigError
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
-from .archive_files import ArchiveFile, data_suffixes, is_data_file
+from .archive_files import ArchiveFile, data_suffixes, is_data_file, list_local_archive
 from .archive_jsonl import gzip_lines, plain_and_gzip, read_jsonl
 from .archive_parquet import parquet_footers, read_parquet
+from .spark_session import is_connect
 
 if TYPE_CHECKING:
     from ..config import PipelineConfig, SourceConfig
@@ -73,6 +75,8 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
     ``source.path`` is a file or a directory walked recursively; which files are data is
     ``archive_files.is_data_file``.
     """
+    if is_connect(spark):
+        return _list_without_jvm(spark, source)
     suffixes = data_suffixes(source.format)
     jvm = spark._jvm
     root = jvm.org.apache.hadoop.fs.Path(source.path)
@@ -98,6 +102,34 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
         relative = path[len(prefix):] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
         if is_data_file(relative, suffixes):
             files.append(ArchiveFile(path, status.getLen(), status.getModificationTime()))
+    return sorted(files, key=lambda f: f.path)
+
+
+def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]:
+    """``list_archive`` for a Spark Connect client, which has no Hadoop ``FileSystem``: a local
+    archive (the disk it shares with a server on this machine) is listed here, named and timed as
+    Hadoop names and times it; any other is listed by the server's file index (``binaryFile``
+    without its content column, so no file is opened)."""
+    local = local_path(source.path)
+    if local is not None:
+        try:
+            return list_local_archive(local, source.format)
+        except FileNotFoundError:
+            raise ConfigError("source.path", f"no such file or directory: {source.path}") from None
+        except ValueError as error:
+            raise ConfigError("source.path", str(error)) from None
+    suffixes = data_suffixes(source.format)
+    root = source.path.rstrip("/")
+    listing = (
+        spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(source.path)
+        .select("path", "length", (F.unix_micros("modificationTime") // 1000).alias("mtime"))
+        .collect()
+    )
+    files = [
+        ArchiveFile(row["path"], int(row["length"]), int(row["mtime"])) for row in listing
+        if is_data_file(row["path"][len(root) + 1:] if row["path"].startswith(root + "/")
+                        else row["path"].rsplit("/", 1)[-1], suffixes)
+    ]
     return sorted(files, key=lambda f: f.path)
 
 

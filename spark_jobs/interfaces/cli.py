@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "every pending window")
             sub.add_argument("--master", default=None,
                              help="Spark master URL (default: $SPARK_MASTER or local[*])")
+            sub.add_argument("--remote", default=None,
+                             help="Spark Connect server to run on, e.g. sc://localhost:15002 "
+                             "(default: $SPARK_REMOTE; unset: Spark in this process); see "
+                             "`replay server start`")
             sub.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
             sub.add_argument("--until", default=None,
                              help="replay only batches whose replay clock is before this time "
@@ -196,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     summary = run_command(
         args.pipeline, batch_size=args.batch_size, finalize=args.finalize, master=args.master,
-        quiet=args.quiet, until=args.until,
+        quiet=args.quiet, until=args.until, remote=args.remote,
     )
     print(format_summary(summary))
     return 0

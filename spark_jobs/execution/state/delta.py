@@ -10,10 +10,13 @@ for a plain append, because each one reconstructs the table's transaction state.
 
 from __future__ import annotations
 
+import shutil
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ...config import PipelineConfig
+from ...config import PipelineConfig, local_path
+from ..spark_session import is_connect
 
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
 BATCH_TABLES = (
@@ -58,9 +61,15 @@ class DeltaStore:
         return self.config.table_path(table)
 
     def exists(self, table: str) -> bool:
+        if is_connect(self.spark):
+            return table in self.versions([table])
         from delta.tables import DeltaTable
 
         return DeltaTable.isDeltaTable(self.spark, self.path(table))
+
+    def _sql_name(self, table: str) -> str:
+        """The table as Delta's SQL names a path (```` ` ```` doubled inside the quotes)."""
+        return "delta.`{}`".format(self.path(table).replace("`", "``"))
 
     def read(self, table: str, version: int | None = None):
         reader = self.spark.read.format("delta")
@@ -74,13 +83,35 @@ class DeltaStore:
 
     def versions(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
         """The latest version of each of these tables that exists, from listings of their
-        ``_delta_log`` in one JVM call (no Spark job)."""
+        ``_delta_log`` in one JVM call (no Spark job).
+
+        Over Spark Connect (no JVM on this side) the client lists the logs itself with delta-rs
+        when they are on the local disk, which it shares with a server on this machine, else asks
+        the server (``DESCRIBE HISTORY``, one query per table)."""
+        if is_connect(self.spark):
+            return self._versions_without_jvm(tables)
         jvm = self.spark._jvm
         paths = self.spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(tables))
         for index, table in enumerate(tables):
             paths[index] = self.path(table)
         found = jvm.replay.delta.LogVersions.latest(self.spark._jsc.hadoopConfiguration(), paths)
         return {table: version for table, version in zip(tables, found, strict=True) if version >= 0}
+
+    def _versions_without_jvm(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
+        from .delta_rs import DeltaRsReader
+
+        if DeltaRsReader.supports(self.config):
+            return DeltaRsReader(self.config).versions(tables)
+        found = {}
+        for table in tables:
+            try:
+                rows = self.spark.sql(f"DESCRIBE HISTORY {self._sql_name(table)} LIMIT 1").collect()
+            except Exception as error:  # not a Delta table (yet): no version
+                if "DELTA_MISSING_DELTA_TABLE" in str(error) or "PATH_NOT_FOUND" in str(error):
+                    continue
+                raise
+            found[table] = int(rows[0]["version"])
+        return found
 
     def append_batch(self, df, table: str, batch_id: int) -> None:
         """Append one batch's rows; the commit is tagged with the batch for ``history``."""
@@ -110,25 +141,28 @@ class DeltaStore:
 
     def optimize(self, table: str) -> None:
         """Compact small files (Delta OPTIMIZE)."""
-        from delta.tables import DeltaTable
-
-        DeltaTable.forPath(self.spark, self.path(table)).optimize().executeCompaction()
+        self.spark.sql(f"OPTIMIZE {self._sql_name(table)}").collect()
 
     def vacuum(self, table: str, retention_hours: int) -> None:
         """Delete files no version within the retention needs. Rewinds (reprocess, recovery) can
         only reach versions inside this retention."""
-        from delta.tables import DeltaTable
-
-        DeltaTable.forPath(self.spark, self.path(table)).vacuum(retention_hours)
+        self.spark.sql(f"VACUUM {self._sql_name(table)} RETAIN {int(retention_hours)} HOURS").collect()
 
     def restore(self, table: str, version: int) -> None:
         """Delta RESTORE: the table as it was at ``version`` (a new commit; history is kept)."""
-        from delta.tables import DeltaTable
-
-        DeltaTable.forPath(self.spark, self.path(table)).restoreToVersion(version)
+        self.spark.sql(f"RESTORE TABLE {self._sql_name(table)} TO VERSION AS OF {int(version)}").collect()
 
     def drop(self, table: str) -> None:
         """Delete a table's directory (one created by a batch that never committed)."""
+        if is_connect(self.spark):
+            # No Hadoop FileSystem on a Connect client: it shares the local disk with its server.
+            local = local_path(self.path(table))
+            if local is None:
+                raise NotImplementedError(
+                    f"deleting {self.path(table)} over Spark Connect: only local tables for now"
+                )
+            shutil.rmtree(local, ignore_errors=True)
+            return
         jvm = self.spark._jvm
         path = jvm.org.apache.hadoop.fs.Path(self.path(table))
         path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
@@ -161,9 +195,8 @@ class DeltaStore:
         writer.save(self.path(table))
 
     def merge_latest_panes(self, panes, keys: list[str], batch_id: int) -> None:
-        """Upsert each (key, window)'s newest pane into ``window_latest`` with Delta MERGE."""
-        from delta.tables import DeltaTable
-
+        """Upsert each (key, window)'s newest pane into ``window_latest`` with Delta MERGE (its
+        SQL form, which a Spark Connect session runs as well as an in-process one)."""
         table = "window_latest"
         if not self.exists(table):
             # A new table: every pane is an insert, which a plain write makes without MERGE's join
@@ -181,11 +214,13 @@ class DeltaStore:
             [f"t.`{k}` = s.`{k}`" for k in keys]
             + ["t.window_start <=> s.window_start", "t.window_end <=> s.window_end"]
         )
-        (
-            DeltaTable.forPath(self.spark, self.path(table))
-            .alias("t")
-            .merge(panes.alias("s"), match)
-            .whenMatchedUpdateAll(condition="s.pane_index > t.pane_index OR s.batch_id > t.batch_id")
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+        view = f"replay_panes_{uuid.uuid4().hex}"
+        panes.createOrReplaceTempView(view)
+        try:
+            self.spark.sql(
+                f"MERGE INTO {self._sql_name(table)} t USING {view} s ON {match} "
+                "WHEN MATCHED AND (s.pane_index > t.pane_index OR s.batch_id > t.batch_id) "
+                "THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+            ).collect()
+        finally:
+            self.spark.catalog.dropTempView(view)

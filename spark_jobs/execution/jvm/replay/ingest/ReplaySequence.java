@@ -43,13 +43,30 @@ public final class ReplaySequence implements UDF3<String, Integer, Long, Long> {
     return (long) table[(int) at];
   }
 
+  /**
+   * Where Spark put the file the driver shipped: the files' root directory for SparkContext.addFile,
+   * or a session's own directory below it for a Spark Connect session's file artifact (names are
+   * unique: the driver puts a random UUID in each).
+   */
+  static java.nio.file.Path shipped(String name) throws IOException {
+    java.nio.file.Path direct = Paths.get(SparkFiles.get(name));
+    if (Files.exists(direct)) {
+      return direct;
+    }
+    java.nio.file.Path root = Paths.get(SparkFiles.getRootDirectory());
+    try (java.util.stream.Stream<java.nio.file.Path> sessions = Files.list(root)) {
+      return sessions.map(session -> session.resolve(name)).filter(Files::exists).findFirst()
+          .orElse(direct);
+    }
+  }
+
   private static synchronized Positions load(String name) throws IOException {
     Positions positions = last;
     if (positions != null && positions.name.equals(name)) {
       return positions;
     }
     positions = new Positions(name);
-    try (InputStream file = Files.newInputStream(Paths.get(SparkFiles.get(name)));
+    try (InputStream file = Files.newInputStream(shipped(name));
         DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(file, 1 << 20))) {
       byte[] magic = new byte[4];
       in.readFully(magic);
