@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..config import PipelineConfig, local_path
 from ..core.durations import MIN_TIMESTAMP, format_timestamp
+from ..core.replay_clock import clock_after, is_due
 from .archive_files import list_local_archive
 from .recovery import tables_ahead
 from .state.delta import staging_clock_column
@@ -78,9 +79,8 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
     next_batch = last["batch_id"] + 1 if last else 0
     clock = reader.staged_batch_clock(next_batch, staging_clock_column(config))
     if clock is not None:
-        # The replay clock never goes back: a batch's is the highest seen up to its last record.
-        running = max(clock, (last or {}).get("clock_after") or MIN_TIMESTAMP)
-        if until_ms is None or running < until_ms:
+        running = clock_after(clock, (last or {}).get("clock_after") or MIN_TIMESTAMP)
+        if is_due(running, until_ms):
             return PendingWork(True, f"batch {next_batch} is due (replay clock {format_timestamp(running)})")
         waiting = f"batch {next_batch} waits for a later interval (replay clock {format_timestamp(running)})"
     else:

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..core.durations import MIN_TIMESTAMP
+from ..core.replay_clock import clock_after, is_due
 from ..core.watermarks import WatermarkState
 from ..pipeline_spec import operator_spec
 from .ingest import Ingest
@@ -103,11 +104,10 @@ class Replay:
         if through_batch is not None:
             pending = [batch for batch in pending if batch[0] <= through_batch]
         if until_ms is not None:
-            ready = [batch for batch in pending if batch[3] < until_ms]
             # Stop at the first batch that reaches past the interval: replay order is kept.
-            cut = next((i for i, batch in enumerate(pending) if batch[3] >= until_ms), len(pending))
+            cut = next((i for i, batch in enumerate(pending) if not is_due(batch[3], until_ms)), len(pending))
             finalize = finalize and cut == len(pending)
-            pending = ready[:cut]
+            pending = pending[:cut]
         batches = [PendingBatch(*batch[:3]) for batch in pending]
         if finalize and not (last and last["finalize"]):
             previous = batches[-1] if batches else None
@@ -175,6 +175,6 @@ class Replay:
         )
         batches = []
         for row in rows:
-            running = max(running, row["clock"])  # the clock never goes back
+            running = clock_after(row["clock"], running)
             batches.append((row["_batch"], row["lo"], row["hi"] + 1, running))
         return batches
