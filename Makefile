@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-airflow test-all lint bench clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-connect test-all lint bench clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -25,6 +25,12 @@ test-cluster: setup
 # the CLI): CI runs it after the cluster tier.
 test-airflow: setup
 	$(PYTEST) -m scheduler -q
+
+# The Spark tests again, every session a Spark Connect client of one server (`replay server start`)
+# that the run starts and stops; the same assertions, so the same tables as in-process.
+test-connect: setup
+	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow" -q tests/spark tests/quality \
+		--ignore=tests/spark/test_connect_server.py --ignore=tests/spark/test_session_start.py
 
 test-all: setup
 	$(PYTEST) -q

@@ -26,6 +26,11 @@ class ConcurrentRunError(ReplayError):
     """Another replay of the same pipeline holds the lock."""
 
 
+class SparkServerUnavailableError(ReplayError):
+    """No Spark Connect server answers at the address a run was told to use (nothing was written;
+    an Airflow task fails and is retried)."""
+
+
 def exit_status(error: ReplayError) -> tuple[int, str]:
     """How a command stopped by ``error`` ends (``replay``, and the ``spark-submit`` job that runs
     ``replay run``): its exit status (2: an invalid config or parameter, refused before anything

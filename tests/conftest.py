@@ -23,9 +23,40 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def connect_mode(tmp_path_factory):
+    """``REPLAY_TEST_CONNECT=1`` (``make test-connect``): the run's Spark tests go through a Spark
+    Connect server (``replay server start``) started here and stopped at the end; ``SPARK_REMOTE``
+    reaches the session below and every ``replay`` subprocess the tests start."""
+    if os.environ.get("REPLAY_TEST_CONNECT") != "1":
+        yield None
+        return
+    import socket
+
+    from spark_jobs.execution import connect_server
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    state = tmp_path_factory.mktemp("connect-server")
+    server, _ = connect_server.start_server(port=port, directory=state)
+    os.environ["SPARK_REMOTE"] = server.url
+    try:
+        yield server
+    finally:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()  # before the server goes: an open client waits for it at exit
+        connect_server.stop_server(state)
+        os.environ.pop("SPARK_REMOTE", None)
+
+
 @pytest.fixture(scope="session")
-def spark():
-    """A real local SparkSession with Delta's extension and catalog, shared by the run."""
+def spark(connect_mode):
+    """A real local SparkSession with Delta's extension and catalog, shared by the run (a Spark
+    Connect session on the run's server in ``connect_mode``)."""
     from spark_jobs.execution.spark_session import get_spark
 
     session = get_spark("replay-tests", master=os.environ.get("SPARK_MASTER", "local[2]"))

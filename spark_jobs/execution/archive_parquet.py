@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, needed_fields, quote, validate
 from .archive_files import ArchiveFile
+from .spark_session import is_connect
 
 if TYPE_CHECKING:
     from ..config import PipelineConfig
@@ -96,38 +97,28 @@ def read_parquet(
     return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
 
 
+#: The footer reader of the project's jar (``jvm/replay/ingest/ParquetFooter.java``).
+_FOOTER_CLASS = "replay.ingest.ParquetFooter"
+_FOOTER_FUNCTION = "replay_parquet_footer"
+
+
 def parquet_footers(spark: SparkSession, files: list[ArchiveFile]) -> list[tuple[str | None, int]]:
-    """``_parquet_footer`` of each file, read side by side (each is a round trip to storage)."""
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(lambda f: _parquet_footer(spark, f.path), files))
+    """Each file's ``(problem, rows)``: why its Parquet footer cannot be read (None when it can),
+    and the rows it declares; an I/O failure is raised (see ``ParquetFooter.java``).
 
-
-def _parquet_footer(spark: SparkSession, path: str) -> tuple[str | None, int]:
-    """``(problem, rows)``: why the file's Parquet footer cannot be read (None when it can), and
-    the rows it declares.
-
-    Only a damaged or foreign file is a problem to report; an I/O failure (a missing file, a
-    network error, throttling) is raised, since quarantining the file would lose it for good.
-    """
-    from py4j.protocol import Py4JJavaError
-
+    Read on the driver, side by side (each is a round trip to storage); a Spark Connect client,
+    which has no JVM, asks the server's executors to read them instead."""
+    if is_connect(spark):
+        spark.udf.registerJavaFunction(_FOOTER_FUNCTION, _FOOTER_CLASS, "struct<problem:string,rows:bigint>")
+        paths = spark.createDataFrame([(f.path,) for f in files], "path string")
+        rows = paths.select(F.call_udf(_FOOTER_FUNCTION, F.col("path")).alias("f")).collect()
+        return [(row["f"]["problem"], int(row["f"]["rows"])) for row in rows]
     jvm = spark._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
     conf = spark._jsc.hadoopConfiguration()
-    try:
-        reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(
-            jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(hadoop_path, conf)
-        )
-        rows = reader.getRecordCount()
-        reader.close()
-    except Py4JJavaError as error:
-        java = error.java_exception
-        kind, message = java.getClass().getName(), str(java.getMessage())
-        # Parquet reports a bad magic number or a too-short file as a bare RuntimeException and
-        # an undecodable footer as an IOException about its Thrift classes.
-        if kind == "java.lang.RuntimeException" or kind.startswith("org.apache.parquet") or (
-            "org.apache.parquet.format" in message
-        ):
-            return f"not a readable Parquet file: {message}", 0
-        raise
-    return None, rows
+
+    def footer(path: str) -> tuple[str | None, int]:
+        problem, rows = jvm.replay.ingest.ParquetFooter.read(conf, path)
+        return problem, int(rows)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda f: footer(f.path), files))

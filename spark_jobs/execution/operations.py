@@ -78,6 +78,9 @@ def run_command(
     until_ms = parse_instant(until, "--until") if until else None
     if master and spark_remote(remote):
         raise ConfigError("--master", "a run is on a Spark master or a Spark Connect server, not both")
+    from pyspark.sql import SparkSession
+
+    shared = SparkSession.getActiveSession() is not None  # a caller's session outlives the run
     spark = get_spark(f"replay-{config.name}", master=master, remote=remote)
     try:
         return run_pipeline(
@@ -85,7 +88,7 @@ def run_command(
             progress=(lambda _m: None) if quiet else None, until_ms=until_ms,
         )
     finally:
-        if is_connect(spark):
+        if is_connect(spark) and not shared:
             # Its server session ends now; a client left open also waits at exit for a server
             # that has gone (see docs/spark-connect.md).
             spark.stop()

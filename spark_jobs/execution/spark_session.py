@@ -22,10 +22,13 @@ import hashlib
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from ..exceptions import ConfigError, SparkServerUnavailableError
 
 # The pip package delta-spark 4.4.1 pairs with jar 4.4.1, but the Maven Central this project
 # reaches serves io.delta:delta-spark_4.2_2.13 only up to 4.4.0. The Python sides of 4.4.0 and
@@ -229,11 +232,36 @@ def get_spark(
     return spark
 
 
+def connect_address(url: str) -> tuple[str, int]:
+    """``(host, port)`` of a Spark Connect URL ``sc://host[:port][/;param=value...]``."""
+    if not url.startswith("sc://"):
+        raise ConfigError("--remote", f"a Spark Connect URL starts with sc://, not {url!r}")
+    netloc = url.removeprefix("sc://").split("/", 1)[0]
+    host, _, port = netloc.rpartition(":") if ":" in netloc else (netloc, "", "15002")
+    if not host or not port.isdigit():
+        raise ConfigError("--remote", f"not a Spark Connect URL (sc://host:port): {url!r}")
+    return host.strip("[]"), int(port)
+
+
 def _connect_session(url: str, app_name: str):
     """A Spark Connect session of its own on the server at ``url`` (sessions are isolated: their
     temporary views, settings and artifacts are not shared). Built through PySpark's own builder,
-    which also switches ``pyspark.sql.functions`` to Connect for the rest of the process."""
+    which also switches ``pyspark.sql.functions`` to Connect for the rest of the process.
+
+    A server that does not answer is a clear error at once: PySpark's client would retry an
+    unreachable address with back-off for minutes before failing."""
     from pyspark.sql import SparkSession
+
+    host, port = connect_address(url)
+    try:
+        socket.create_connection((host, port), timeout=5.0).close()
+    except OSError as error:
+        raise SparkServerUnavailableError(
+            # The address only: the URL's parameters may hold the token.
+            f"no Spark Connect server answers at sc://{host}:{port} ({error.strerror or error}); start one "
+            "with `replay server start`, or unset SPARK_REMOTE (and --remote) to run Spark in "
+            "this process"
+        ) from None
 
     return SparkSession.builder.remote(url).appName(app_name).getOrCreate()
 

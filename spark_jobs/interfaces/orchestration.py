@@ -18,7 +18,10 @@ engine lazily and run when a task runs.
 * **Spark mode**: ``REPLAY_SPARK_MODE`` (Airflow Variable, else environment) is ``local`` (default:
   an in-process session from ``spark_jobs.execution.spark_session.get_spark``) or ``submit``
   (``spark-submit`` of ``spark_jobs/execution/jobs/replay_job.py`` through the ``spark_default``
-  connection, whose host/port is the master, e.g. ``spark://spark-master:7077`` or ``local[2]``).
+  connection, whose host/port is the master, e.g. ``spark://spark-master:7077`` or ``local[2]``)
+  or ``connect`` (the task is a thin client of a warm Spark Connect server, ``replay server
+  start``, at the Spark provider's ``spark_connect`` connection ``spark_connect_default``, or the
+  one ``REPLAY_SPARK_CONNECT_CONN_ID`` names; its password is the server's token).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ REPLAY_JOB = Path(__file__).resolve().parents[1] / "execution" / "jobs" / "repla
 DEFAULT_INTERVAL = "@hourly"
 OWNER = "data-platform"
 TAGS = ("flink-replay",)
-SPARK_MODES = ("local", "submit")
+SPARK_MODES = ("local", "submit", "connect")
 MODE_VARIABLE = "REPLAY_SPARK_MODE"
 SPARK_CONN_ID = "spark_default"
 _CRON_PRESETS = ("@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly")
@@ -302,7 +305,8 @@ Spark mode: Variable/env `{MODE_VARIABLE}` = `local` (default, in-process sessio
 
 # ---- run time: the task callables --------------------------------------------------------------
 def spark_mode() -> str:
-    """``local`` or ``submit``: Airflow Variable ``REPLAY_SPARK_MODE``, else the env variable."""
+    """``local``, ``submit`` or ``connect``: Airflow Variable ``REPLAY_SPARK_MODE``, else the env
+    variable."""
     value = os.environ.get(MODE_VARIABLE) or "local"
     with contextlib.suppress(Exception):  # no Airflow context (plain Python) or no metadata DB
         from airflow.sdk import Variable
@@ -312,6 +316,33 @@ def spark_mode() -> str:
     if mode not in SPARK_MODES:
         raise ConfigError(MODE_VARIABLE, f"must be one of {', '.join(SPARK_MODES)}, not {value!r}")
     return mode
+
+
+#: The Airflow connection (type ``spark_connect``) of ``connect`` mode, unless this names another.
+CONNECT_CONN_ENV = "REPLAY_SPARK_CONNECT_CONN_ID"
+
+
+@contextlib.contextmanager
+def _task_session(config: PipelineConfig, spark: Any = None) -> Iterator[Any]:
+    """The task's Spark session: the caller's, else an in-process one (``local``), else, in
+    ``connect`` mode, a session of its own on the server the ``spark_connect`` connection names,
+    released when the task ends (an unreachable server fails the task, which Airflow retries)."""
+    from ..execution.spark_session import get_spark
+
+    if spark is not None or spark_mode() != "connect":
+        yield spark or get_spark(f"replay-{config.name}")
+        return
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    conn_id = os.environ.get(CONNECT_CONN_ENV) or SparkConnectHook.default_conn_name
+    url = SparkConnectHook(conn_id).get_connection_url()
+    log.info("replay %s: Spark Connect server of connection %s (%s)", config.name, conn_id,
+             url.split("/;")[0])  # (never the token)
+    session = get_spark(f"replay-{config.name}", remote=url)
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 def summary_dict(summary: Any) -> dict[str, Any]:
@@ -358,16 +389,15 @@ def replay_interval(
     """
     from ..core.durations import format_timestamp
     from ..execution.operations import run_pipeline
-    from ..execution.spark_session import get_spark
 
     config = load_pipeline(pipeline_path)
     start_ms, end_ms = _ms(interval_start), _ms(interval_end)
     finalize = run_finalizes(config, finalize, interval_end)
     log.info("replay %s for interval %s: archive %s -> %s (finalize=%s)", config.name,
              _interval_text(start_ms, end_ms), config.source.path, config.output_path, finalize)
-    session = spark or get_spark(f"replay-{config.name}")
-    summary = run_pipeline(config, spark=session, batch_size=batch_size, finalize=bool(finalize),
-                           progress=log.info, until_ms=end_ms)
+    with _task_session(config, spark) as session:
+        summary = run_pipeline(config, spark=session, batch_size=batch_size, finalize=bool(finalize),
+                               progress=log.info, until_ms=end_ms)
     result = summary_dict(summary)
     result.update(interval_start_ms=start_ms, interval_end_ms=end_ms)
     ids = [b["batch_id"] for b in result["batches"]]
@@ -458,15 +488,14 @@ def reprocess_range(request: ReprocessRequest, spark: Any = None) -> dict[str, A
     """Rewind and replay ``[from_ms, to_ms)`` of a pipeline with ``spark_jobs.execution.operations.reprocess``
     (a retry of the task finishes a reprocess its killed attempt left unfinished)."""
     from ..core.durations import format_timestamp
-    from ..execution.spark_session import get_spark
 
     reprocess = optional_function("spark_jobs.execution.operations", "reprocess", "replay_reprocess")
     config = load_pipeline(request.pipeline_path)
     log.info("reprocess %s [%s, %s): %s", config.name, format_timestamp(request.from_ms),
              format_timestamp(request.to_ms), request.reason)
-    session = spark or get_spark(f"replay-{config.name}")
-    outcome = reprocess(config, request.from_ms, request.to_ms, request.reason, spark=session,
-                        progress=log.info)
+    with _task_session(config, spark) as session:
+        outcome = reprocess(config, request.from_ms, request.to_ms, request.reason, spark=session,
+                            progress=log.info)
     if outcome.message:
         log.info("reprocess %s: %s", config.name, outcome.message)
     result = summary_dict(outcome.summary)

@@ -4,6 +4,7 @@ optional components, spark-submit wiring."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 import types
 from pathlib import Path
@@ -165,9 +166,35 @@ def test_spark_mode_from_env(monkeypatch):
     assert orch.spark_mode() == "local"
     monkeypatch.setenv("REPLAY_SPARK_MODE", "submit")
     assert orch.spark_mode() == "submit"
+    monkeypatch.setenv("REPLAY_SPARK_MODE", "connect")
+    assert orch.spark_mode() == "connect"
     monkeypatch.setenv("REPLAY_SPARK_MODE", "yarn")
     with pytest.raises(ConfigError, match="REPLAY_SPARK_MODE"):
         orch.spark_mode()
+
+
+def test_connect_mode_fails_clearly_when_the_connections_server_is_down(tmp_path, monkeypatch):
+    """In ``connect`` mode a task reaches the server of the Spark provider's ``spark_connect``
+    connection; when nothing answers there it fails at once (Airflow then retries it), naming the
+    address, before anything is written."""
+    import socket
+
+    from spark_jobs.exceptions import SparkServerUnavailableError
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("REPLAY_SPARK_MODE", "connect")
+    monkeypatch.setenv("AIRFLOW_CONN_REPLAY_TEST_CONNECT", json.dumps(
+        {"conn_type": "spark_connect", "host": "localhost", "port": port, "password": "s3cret"}
+    ))
+    monkeypatch.setenv("REPLAY_SPARK_CONNECT_CONN_ID", "replay_test_connect")
+    path = write_pipeline(tmp_path / "p.yaml", "p", tmp_path / "in", tmp_path / "out")
+    with pytest.raises(SparkServerUnavailableError, match=f"sc://localhost:{port}") as raised:
+        orch.replay_interval(str(path))
+    assert "s3cret" not in str(raised.value)
+    assert not (tmp_path / "out").exists()
+    assert orch.default_args()["retries"] >= 1
 
 
 def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):

@@ -95,6 +95,13 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["replay", *args], code, out.getvalue(), err.getvalue())
 
 
+def delta_history(spark: Any, table: Path | str, limit: int | None = None) -> list[Any]:
+    """A Delta table's commits, newest first (Delta's SQL: the same in-process and over Spark
+    Connect, where Delta's Python ``DeltaTable`` API needs a plugin the server does not have)."""
+    query = f"DESCRIBE HISTORY delta.`{table}`" + (f" LIMIT {int(limit)}" if limit else "")
+    return spark.sql(query).collect()
+
+
 def table_rows(spark: Any, lakehouse: Path, table: str, drop: tuple[str, ...] = ()) -> list[tuple]:
     """A table's rows as sorted tuples (order-free comparison), minus volatile columns."""
     path = lakehouse / table

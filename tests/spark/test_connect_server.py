@@ -176,3 +176,56 @@ def test_a_server_started_with_a_token_refuses_clients_without_it(tmp_path, monk
             client.stop()
     finally:
         _stop_and_check_gone(state, port, pid)
+
+
+@pytest.mark.spark
+@pytest.mark.slow  # a server JVM and three client processes: about two minutes here
+def test_two_pipelines_share_one_server_and_one_pipeline_twice_is_refused(spark, tmp_path, monkeypatch):
+    """Two pipelines replayed at once as clients of one server, each in its own session, give the
+    tables an in-process replay gives; a second run of a pipeline that is running is refused
+    (the lock is the client's); a server that is down is a clear error naming its address."""
+    import time
+
+    from replay_helpers import run_cli, snapshot, write_archive, write_pipeline
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    archive = write_archive(tmp_path / "archive", records=3_000, keys=5, files=3)
+    configs = {
+        name: write_pipeline(tmp_path / f"{name}.yaml", archive, tmp_path / name,
+                             name=name, batch={"max_records": 300})
+        for name in ("first", "second", "local")
+    }
+    assert run_cli("run", str(configs["local"]), "--finalize").returncode == 0
+    port, state = _free_port(), tmp_path / "connect"
+    pid = _start(state, port)
+    remote = f"sc://localhost:{port}"
+    try:
+        env = {**os.environ, "SPARK_REMOTE": remote}
+        env.pop("SPARK_MASTER", None)
+        runs = {
+            name: subprocess.Popen(
+                [sys.executable, "-m", "spark_jobs.interfaces.cli", "run", str(configs[name]), "--finalize"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            for name in ("first", "second")
+        }
+        lock = tmp_path / "first" / "_replay.lock"
+        deadline = time.time() + 120
+        while time.time() < deadline and not (lock.exists() and lock.read_text().strip()):
+            time.sleep(0.1)
+        again = _replay("run", str(configs["first"]), "--remote", remote)
+        finished = {name: run.communicate(timeout=600) for name, run in runs.items()}
+        for name, run in runs.items():
+            assert run.returncode == 0, finished[name]
+        overlapped = "already being replayed" in again.stderr
+        assert again.returncode == (1 if overlapped else 0), again.stderr
+    finally:
+        _stop_and_check_gone(state, port, pid)
+    expected = snapshot(spark, tmp_path / "local")
+    assert expected["window_results"]
+    assert snapshot(spark, tmp_path / "first") == expected
+    assert snapshot(spark, tmp_path / "second") == expected
+    down = _replay("run", str(configs["first"]), "--remote", remote)
+    assert down.returncode == 1 and f"no Spark Connect server answers at sc://localhost:{port}" in down.stderr
+    if not overlapped:  # the first run ended before the overlapping one asked for the lock
+        pytest.skip("the overlapping run came too late to meet the lock (the rest was checked)")

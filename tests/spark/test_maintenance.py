@@ -8,6 +8,7 @@ from replay_helpers import (
     INACTIVITY_ALERT,
     REPLAY_LOG_VOLATILE,
     cli,
+    delta_history,
     snapshot,
     table_rows,
     write_archive,
@@ -21,9 +22,7 @@ pytestmark = pytest.mark.spark
 
 
 def operations(spark, table) -> list[str]:
-    from delta.tables import DeltaTable
-
-    return [row.operation for row in DeltaTable.forPath(spark, str(table)).history().collect()]
+    return [row.operation for row in delta_history(spark, table)]
 
 
 def active_files(spark, table) -> int:
@@ -32,9 +31,7 @@ def active_files(spark, table) -> int:
 
 def state_write_modes(spark, lakehouse) -> dict[int, str]:
     """How each pass wrote operator_state, by the pass's last batch."""
-    from delta.tables import DeltaTable
-
-    history = DeltaTable.forPath(spark, str(lakehouse / "operator_state")).history().collect()
+    history = delta_history(spark, lakehouse / "operator_state")
     return {
         int(row.userMetadata.removeprefix("batch=")): row.operationParameters["mode"]
         for row in history if row.operation == "WRITE" and row.userMetadata
@@ -76,10 +73,8 @@ def test_optimize_and_vacuum_on_schedule_change_no_row(spark, tmp_path):
     # restores exactly them.
     log = spark.read.format("delta").load(str(maintained / "replay_log")).orderBy("batch_id").collect()
     versions = log[-1]["table_versions"]
-    from delta.tables import DeltaTable
-
     for table in ("window_results", "operator_state", "window_latest"):
-        latest = DeltaTable.forPath(spark, str(maintained / table)).history(1).first()["version"]
+        latest = delta_history(spark, maintained / table, limit=1)[0]["version"]
         assert versions[table] == latest, table
     assert table_rows(spark, maintained, "replay_log", REPLAY_LOG_VOLATILE) == runs["plain"]["replay_log"]
 

@@ -6,7 +6,15 @@ instead of on the driver changes nothing either."""
 from __future__ import annotations
 
 import pytest
-from replay_helpers import REPLAY_LOG_VOLATILE, cli, snapshot, table_rows, write_archive, write_pipeline
+from replay_helpers import (
+    REPLAY_LOG_VOLATILE,
+    cli,
+    delta_history,
+    snapshot,
+    table_rows,
+    write_archive,
+    write_pipeline,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -22,9 +30,7 @@ def tables(spark, lakehouse) -> dict:
 
 
 def delta_commits(spark, table) -> int:
-    from delta.tables import DeltaTable
-
-    return DeltaTable.forPath(spark, str(table)).history().count()
+    return len(delta_history(spark, table))
 
 
 def test_batches_per_pass_change_no_row_only_the_commits(spark, tmp_path):
