@@ -121,20 +121,7 @@ def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, directory: 
     if _port_open(_client_host(host), port):
         raise ServerError(f"{host}:{port} is already in use by another process; choose --port")
     log = folder / LOG_FILE
-    master = os.environ.get("SPARK_MASTER", "local[*]")
-    settings: dict[str, object] = {BIND_ADDRESS_CONF: host, BIND_PORT_CONF: port}
-    if master.startswith("local"):
-        # Left alone, the driver's own RPC and block-manager ports listen on the address the host
-        # name resolves to (here a non-loopback one): a local server needs them on loopback only.
-        settings.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
-    conf = session_conf(settings)
-    command = [_spark_submit(), "--master", master,
-               "--name", "replay-connect", "--class", SERVER_CLASS]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-           # The driver's log4j level (spark_session's log config reads it): warnings and errors.
-           "REPLAY_SPARK_LOG_LEVEL": os.environ.get("REPLAY_CONNECT_LOG_LEVEL", "WARN")}
+    command, env = server_command(host, port)
     token_required = bool(env.get(TOKEN_ENV, "").strip())
     with open(log, "ab") as out:
         out.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} replay server start "
@@ -155,6 +142,34 @@ def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, directory: 
         _forget(folder)
         raise
     return state, True
+
+
+def server_command(host: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The ``spark-submit`` command line and environment of a server bound to ``host:port``, with
+    every replay driver's settings (``session_conf``)."""
+    master = os.environ.get("SPARK_MASTER", "local[*]")
+    settings: dict[str, object] = {BIND_ADDRESS_CONF: host, BIND_PORT_CONF: port}
+    if master.startswith("local"):
+        # Left alone, the driver's own RPC and block-manager ports listen on the address the host
+        # name resolves to (here a non-loopback one): a local server needs them on loopback only.
+        settings.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
+    conf = session_conf(settings)
+    command = [_spark_submit(), "--master", master,
+               "--name", "replay-connect", "--class", SERVER_CLASS]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           # The driver's log4j level (spark_session's log config reads it): warnings and errors.
+           "REPLAY_SPARK_LOG_LEVEL": os.environ.get("REPLAY_CONNECT_LOG_LEVEL", "WARN")}
+    return command, env
+
+
+def run_server_in_foreground(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Become the server (for a container or a service manager, which supervise and stop it):
+    the same safety check and settings as ``start_server``, its log on this process's output."""
+    check_safe(host, port)
+    command, env = server_command(host, port)
+    os.execvpe(command[0], command, env)
 
 
 def stop_server(directory: str | Path | None = None, timeout: float = 30.0) -> ServerState | None:

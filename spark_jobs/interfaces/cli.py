@@ -118,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
         "otherwise; any other address needs SPARK_CONNECT_AUTHENTICATE_TOKEN in the environment, "
         "which the server then requires of every client (see docs/spark-connect.md).",
     )
-    server.add_argument("action", choices=["start", "stop", "status"])
+    server.add_argument("action", choices=["start", "stop", "status", "run"],
+                        help="run: the server in the foreground, for a container or a service "
+                        "manager (no state directory; stop it with a signal)")
     server.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     server.add_argument("--port", type=int, default=None, help="port (default 15002)")
     server.add_argument("--dir", default=None,
@@ -293,9 +295,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_server(args: argparse.Namespace) -> int:
     from ..execution import connect_server as server
 
+    host = args.host or server.DEFAULT_HOST
+    port = server.DEFAULT_PORT if args.port is None else args.port
+    if args.action == "run":
+        server.run_server_in_foreground(host, port)  # replaces this process
     if args.action == "start":
-        host = args.host or server.DEFAULT_HOST
-        port = server.DEFAULT_PORT if args.port is None else args.port
         state, started = server.start_server(host, port, args.dir, timeout=args.timeout or 180.0)
         if not started:
             print(f"already running: {state.describe()}")
@@ -308,7 +312,7 @@ def cmd_server(args: argparse.Namespace) -> int:
                   "(docs/spark-connect.md)")
         return 0
     if args.host is not None or args.port is not None:
-        raise ConfigError("--host/--port", f"only for start; {args.action} reads the state directory")
+        raise ConfigError("--host/--port", f"only for start and run; {args.action} reads the state directory")
     if args.action == "stop":
         stopped = server.stop_server(args.dir, timeout=args.timeout or 30.0)
         print(f"stopped the Spark Connect server at {stopped.url} (pid {stopped.pid})" if stopped

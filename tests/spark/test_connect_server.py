@@ -88,6 +88,10 @@ def test_a_non_loopback_host_without_token_is_refused_before_anything_starts(tmp
     # An empty token is no token.
     refused = _replay("server", "start", "--host", "0.0.0.0", "--dir", str(state), env={TOKEN_ENV: " "})
     assert refused.returncode == 2
+    # The foreground form (a container's command) applies the same rule before it starts Spark.
+    refused = _replay("server", "run", "--host", "0.0.0.0", "--port", str(port))
+    assert refused.returncode == 2 and TOKEN_ENV in refused.stderr
+    assert not _listening(port)
 
 
 def test_loopback_addresses():
