@@ -70,9 +70,9 @@ def oracle(config_path: Path, left: Path, right: Path) -> list[tuple]:
 
 
 def table_rows_dicts(path: Path) -> list[dict]:
-    from pyspark.sql import SparkSession
+    from spark_jobs.execution.spark_session import get_spark
 
-    spark = SparkSession.getActiveSession()
+    spark = get_spark("replay-tests")  # the run's session (a Connect one in connect mode)
     return [row.asDict() for row in spark.read.format("delta").load(str(path)).collect()]
 
 
