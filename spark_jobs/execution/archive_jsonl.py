@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 from .archive_checks import CheckedArchive, glob_escaped, nested_texts, required_fields, root_fields, validate
 from .archive_files import ArchiveFile
-from .archive_lines import LINES_DDL, LineSplitter, is_gzip
+from .archive_lines import LINES_DDL, LineSplitter, is_compressed
 
 if TYPE_CHECKING:
     from ..config import PipelineConfig
@@ -87,7 +87,7 @@ def _shortest_record_bytes(config: PipelineConfig) -> int:
 
 
 def plain_and_gzip(files: list[ArchiveFile]) -> tuple[list[ArchiveFile], list[ArchiveFile]]:
-    return [f for f in files if not is_gzip(f.path)], [f for f in files if is_gzip(f.path)]
+    return [f for f in files if not is_compressed(f.path)], [f for f in files if is_compressed(f.path)]
 
 
 def gzip_lines(spark: SparkSession, files: list[ArchiveFile], indexes: dict[str, int]) -> DataFrame:
