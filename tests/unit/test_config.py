@@ -81,7 +81,7 @@ def test_defaults():
     ("watermark.emit", "periodic", "watermark.emit"),
     ("watermark.idle_timeout", 0, "watermark.idle_timeout"),
     ("source.event_time", _DELETE, "source.event_time"),
-    ("source.format", "csv", "source.format"),
+    ("source.format", "xml", "source.format"),
     ("source.colour", "red", "source.colour"),
     ("output.path", _DELETE, "output.path"),
     ("aggregates.spent", "median(amount)", "aggregates.spent"),
