@@ -17,7 +17,7 @@ import pytest
 from replay_helpers import cli, snapshot, write_archive, write_pipeline
 
 from spark_jobs.config import parse_config
-from spark_jobs.execution.sources import list_archive, read_archive
+from spark_jobs.execution.sources import check_archive, line_count, list_archive, read_archive, rejected
 
 pytestmark = pytest.mark.spark
 
@@ -278,3 +278,9 @@ def test_csv_rows_are_typed_and_quarantined_line_by_line(spark, tmp_path):
     }
     assert bad == {4: ("invalid_type", '2000,"u,2",x,"{""k"":""v""}"'), 5: ("malformed_csv", "3000,u3"),
                    6: ("malformed_csv", '4000,"u4,3'), 7: ("missing_field", ",u5,1,")}
+    # The ingest re-reads only the lines it found bad; a bound on the records needs no parsing.
+    checked = check_archive(spark, config, files).frame
+    wanted = checked.where(checked["_outcome"].isNotNull()).select("_file_index", "_line").toArrow()
+    again = rejected(check_archive(spark, config, files, only=wanted).frame)
+    assert sorted(map(repr, again.collect())) == sorted(map(repr, quarantine.collect()))
+    assert 7 <= line_count(spark, config, files) <= 10
