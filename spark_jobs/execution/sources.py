@@ -28,9 +28,14 @@ read as they are (no ``ignoreCorruptFiles``, which would silently drop data).
 Every evaluation re-reads the archive: the ingest reads it twice (narrow keys, then the staged
 records) rather than caching it, which costs less than filling a cache.
 
+zstd files (``.zst``) go the gzip way; CSV files (with a header line) are cut into lines by the
+same splitter and parsed line by line (``archive_csv``). A field may be a nested path
+(``payload.ts``): JSON Lines and CSV read it from the top-level field's JSON text, Parquet through
+its structs (``archive_checks.nested_texts``/``schema_texts``).
+
 This module is the readers' entry (listing, ``check_archive``, ``accepted``/``rejected``,
-``line_count``); the formats are ``archive_jsonl`` (with ``archive_lines``, the line splitter) and
-``archive_parquet``, and the typing and checks they share ``archive_checks``.
+``line_count``); the formats are ``archive_jsonl`` (with ``archive_lines``, the line splitter),
+``archive_parquet`` and ``archive_csv``, and the typing and checks they share ``archive_checks``.
 """
 
 from __future__ import annotations

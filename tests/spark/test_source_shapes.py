@@ -102,12 +102,13 @@ def write_csv(flat: Path, target: Path) -> Path:
     return target
 
 
-def comparable(tables: dict[str, list[tuple]], spark, lakehouse: Path) -> dict[str, list[tuple]]:
+def comparable(tables: dict[str, list[tuple]], spark, lakehouse: Path,
+               volatile: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
     """``snapshot`` minus what names the archive itself (its text and file names)."""
     from replay_helpers import table_rows
 
     tables = dict(tables)
-    tables["late_events"] = table_rows(spark, lakehouse, "late_events", ("raw", "source_file"))
+    tables["late_events"] = table_rows(spark, lakehouse, "late_events", ("raw", "source_file", *volatile))
     tables.pop("replay_log")  # names the archive's files
     return tables
 
@@ -122,7 +123,9 @@ def replay(spark, tmp_path: Path, name: str, archive: Path, batch_size: int,
     )
     result = cli("run", str(config))
     assert result.returncode == 0, result.stderr
-    return comparable(snapshot(spark, out), spark, out)
+    # A CSV record's line is one more than its JSON twin's (the header is line 1): the reader test
+    # checks that shift; here the line is left out for every shape alike.
+    return comparable(snapshot(spark, out), spark, out, ("line",))
 
 
 @pytest.fixture(scope="module")
