@@ -26,7 +26,7 @@ from .core.watermarks import WatermarkConfig
 from .core.windows import WindowAssigner, assigner_from_dict
 from .exceptions import ConfigError
 
-FORMATS = ("jsonl", "parquet")
+FORMATS = ("jsonl", "parquet", "csv")
 TYPES = ("string", "long", "double", "boolean")
 LATE_OUTPUTS = ("side_output", "drop")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -37,7 +37,43 @@ _TOP_LEVEL = {
 }
 _WINDOWED_ONLY = ("window", "trigger", "aggregates", "evictor", "aggregate_function",
                   "process_function", "allowed_lateness")
+# A field or a nested path to one (payload.ts): dot-separated names, none empty, no quote (the
+# JSON path it becomes quotes each name).
+_FIELD_PATH = re.compile(r"^[^.'\\]+(\.[^.'\\]+)*$")
+_PATH_PROBLEM = "a nested field is written as a dot-separated path (payload.ts) without quotes"
+# Spark's datetime pattern letters that parse (Spark 3+ refuses week-based ones: Y w W e c).
+_PATTERN_LETTERS = set("GyuDMLdQqEFahKkHmsSnVzOXxZ")
+_ZONE_LETTERS = set("VzOXxZ")
 _OUTPUT_TYPE = re.compile(r"^(string|long|double|boolean|array<(string|long|double|boolean)>)$")
+
+
+def _pattern_letters(pattern: str) -> list[str]:
+    """The pattern letters of a Spark datetime pattern, quoted literals ('T') left out."""
+    letters, quoted = [], False
+    for char in pattern:
+        if char == "'":
+            quoted = not quoted
+        elif not quoted and char.isascii() and char.isalpha():
+            letters.append(char)
+    return letters
+
+
+def datetime_pattern_problem(pattern: Any) -> str | None:
+    """Why ``pattern`` is not a usable ``event_time_format``, or None."""
+    if not isinstance(pattern, str) or not pattern.strip():
+        return "must be a Spark datetime pattern, e.g. yyyy-MM-dd HH:mm:ss.SSS"
+    letters = _pattern_letters(pattern)
+    bad = sorted(set(letters) - _PATTERN_LETTERS)
+    if bad:
+        return f"pattern letter {bad[0]!r} is not one Spark can parse with"
+    if not {"y", "u"} & set(letters):
+        return "must contain the year (y)"
+    return None
+
+
+def pattern_has_zone(pattern: str) -> bool:
+    """Whether a datetime pattern reads a zone or offset (else the time is taken as UTC)."""
+    return bool(_ZONE_LETTERS & set(_pattern_letters(pattern)))
 
 
 @dataclass(frozen=True)
@@ -60,6 +96,15 @@ class SourceConfig:
     offset: str | None = None
     id: str | None = None
     types: dict[str, str] = field(default_factory=dict)
+    #: A Spark datetime pattern for a string event time (``dd/MM/yyyy HH:mm:ss``); a pattern
+    #: without a zone reads the time as UTC. None: epoch ms or ISO-8601 with a zone.
+    event_time_format: str | None = None
+    #: Field names (keys, aggregated columns) read from a nested path: ``{user: payload.user}``.
+    fields: dict[str, str] = field(default_factory=dict)
+
+    def path_of(self, name: str) -> tuple[str, ...]:
+        """The path of a field in a record: ``fields``' entry, else the name, split at dots."""
+        return tuple(self.fields.get(name, name).split("."))
 
 
 @dataclass(frozen=True)
@@ -394,6 +439,13 @@ class _Parser:
             raise self.fail("trigger", f"{config.trigger.kind} cannot be used with session windows")
         if src.event_time in reserved:
             raise self.fail("key", "the event-time field cannot be a key")
+        # Keys and value columns become output columns, whose names must stay plain: a nested
+        # one is named in source.fields (why: a dot in a Spark column name means a struct field).
+        for name in [*config.key, *config.value_columns()]:
+            if "." in name:
+                raise self.fail("key" if name in reserved else "aggregates",
+                                f"{name!r} is a nested path: name it in source.fields "
+                                f"({name.rsplit('.', 1)[-1]}: {name}) and use that name")
         if config.window.time == "processing" and config.allowed_lateness:
             raise self.fail("allowed_lateness", "applies to event-time windows only")
 
@@ -408,22 +460,39 @@ class _Parser:
         event_time = data.get("event_time")
         if not isinstance(event_time, str) or not event_time:
             raise self.fail(f"{where}.event_time", "is required: the field holding event time")
+        if not _FIELD_PATH.match(event_time):
+            raise self.fail(f"{where}.event_time", _PATH_PROBLEM)
         names = {}
         for opt in ("ingest_time", "partition", "offset", "id"):
             value = data.get(opt)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise self.fail(f"{where}.{opt}", "must be a field name")
+            if value is not None and (not isinstance(value, str) or not _FIELD_PATH.match(value)):
+                raise self.fail(f"{where}.{opt}", f"must be a field name; {_PATH_PROBLEM}")
             names[opt] = value
+        time_format = data.get("event_time_format")
+        if time_format is not None:
+            problem = datetime_pattern_problem(time_format)
+            if problem:
+                raise self.fail(f"{where}.event_time_format", problem)
+        fields = data.get("fields") or {}
+        if not isinstance(fields, dict):
+            raise self.fail(f"{where}.fields", "must map field names to nested paths (user: payload.user)")
+        for name, nested_path in fields.items():
+            if not isinstance(name, str) or not _NAME.match(name):
+                raise self.fail(f"{where}.fields", f"{name!r} is not a field name ({_NAME.pattern})")
+            if not isinstance(nested_path, str) or not _FIELD_PATH.match(nested_path):
+                raise self.fail(f"{where}.fields.{name}", _PATH_PROBLEM)
         types = data.get("types") or {}
         if not isinstance(types, dict):
             raise self.fail(f"{where}.types", "must map field names to types")
         for name, kind in types.items():
             if kind not in TYPES:
                 raise self.fail(f"{where}.types.{name}", f"must be one of {', '.join(TYPES)}")
-        unknown = sorted(set(data) - {"path", "format", "event_time", "types", *names, *extra})
+        unknown = sorted(set(data) - {"path", "format", "event_time", "types", "event_time_format",
+                                      "fields", *names, *extra})
         if unknown:
             raise self.fail(f"{where}.{unknown[0]}", "unknown setting")
-        return SourceConfig(resolve_path(path), fmt, event_time, types=dict(types), **names)
+        return SourceConfig(resolve_path(path), fmt, event_time, types=dict(types),
+                            event_time_format=time_format, fields=dict(fields), **names)
 
     def parse_join(self, data: dict[str, Any], left_watermark: WatermarkConfig,
                    left: SourceConfig) -> JoinConfig | None:

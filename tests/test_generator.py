@@ -107,7 +107,7 @@ def originals(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --- determinism ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("file_format", ["jsonl", "jsonl.gz", "parquet"])
+@pytest.mark.parametrize("file_format", ["jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv"])
 def test_same_seed_gives_identical_bytes_and_another_seed_differs(tmp_path: Path, file_format: str) -> None:
     spec = replace(SPEC, events=5_000, format=file_format, files_per_partition=2)
     first = generate_archive(tmp_path / "a", spec)
@@ -340,6 +340,26 @@ def test_gzip_archive_reads_back_and_can_be_truncated(tmp_path: Path) -> None:
         truncate_gzip(target, 1.0)
 
 
+def test_zstd_and_csv_archives_hold_the_same_records(tmp_path: Path) -> None:
+    import pyarrow.csv as pcsv
+    import zstandard
+
+    spec = replace(SPEC, events=3_000)
+    plain = generate_archive(tmp_path / "plain", spec)
+    packed = generate_archive(tmp_path / "zst", replace(spec, format="jsonl.zst"))
+    assert all(f.endswith(".jsonl.zst") for f in packed.files)
+    decompress = zstandard.ZstdDecompressor().stream_reader
+    unpacked = b"".join(decompress(Path(f).read_bytes()).read() for f in packed.files)
+    assert unpacked == b"".join(Path(f).read_bytes() for f in plain.files)
+    table = generate_archive(tmp_path / "parquet", replace(spec, format="parquet"))
+    text = generate_archive(tmp_path / "csv", replace(spec, format="csv"))
+    assert all(f.endswith(".csv") for f in text.files)
+    rows = [row for f in table.files for row in pq.read_table(f).to_pylist()]
+    read = [row for f in text.files for row in pcsv.read_csv(f, convert_options=pcsv.ConvertOptions(
+        column_types=pq.read_table(table.files[0]).schema, strings_can_be_null=True)).to_pylist()]
+    assert read == rows and Path(text.files[0]).read_text().startswith('"event_id","user_id","ts"')
+
+
 def test_parquet_archive_has_typed_columns(tmp_path: Path) -> None:
     summary = generate_archive(tmp_path, replace(SPEC, events=5_000, format="parquet"))
     table = pq.read_table(summary.files[0])
@@ -372,7 +392,7 @@ def test_sensor_records(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"events": -1}, {"kind": "logs"}, {"format": "csv"}, {"partitions": 0}, {"late_fraction": 1.5},
+    [{"events": -1}, {"kind": "logs"}, {"format": "xml"}, {"partitions": 0}, {"late_fraction": 1.5},
      {"events_per_second": 0}, {"duplicate_fraction": 0.6, "corrupt_fraction": 0.6}],
 )
 def test_invalid_specs_are_refused_naming_the_field(change: dict[str, Any]) -> None:

@@ -10,8 +10,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
+JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
 PARQUET_SUFFIXES = (".parquet",)
+CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.zst")
+_SUFFIXES = {"jsonl": JSONL_SUFFIXES, "parquet": PARQUET_SUFFIXES, "csv": CSV_SUFFIXES}
+
+
+#: Every quarantine ``reason`` (the readers' and the quality suite's one list; here, free of Spark).
+QUARANTINE_REASONS = (
+    "malformed_json", "malformed_csv", "not_an_object", "missing_field", "invalid_type",
+    "invalid_timestamp", "truncated_gzip", "truncated_zstd", "unreadable_file",
+)
 
 
 @dataclass(frozen=True)
@@ -24,7 +33,7 @@ class ArchiveFile:
 
 
 def data_suffixes(source_format: str) -> tuple[str, ...]:
-    return JSONL_SUFFIXES if source_format == "jsonl" else PARQUET_SUFFIXES
+    return _SUFFIXES[source_format]
 
 
 def is_data_file(relative: str, suffixes: tuple[str, ...]) -> bool:

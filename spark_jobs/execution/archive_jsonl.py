@@ -15,9 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .archive_checks import CheckedArchive, glob_escaped, needed_fields, required_fields, validate
+from .archive_checks import CheckedArchive, glob_escaped, nested_texts, required_fields, root_fields, validate
 from .archive_files import ArchiveFile
-from .archive_lines import LINES_DDL, LineSplitter, is_gzip
+from .archive_lines import LINES_DDL, LineSplitter, is_compressed
 
 if TYPE_CHECKING:
     from ..config import PipelineConfig
@@ -35,7 +35,8 @@ def read_jsonl(
     """Plain files through the project's JVM reader (``JsonLinesSource``: lines, numbers and the
     strict check of each line as one JSON object in one pass); gzip files cut into lines by the
     Python splitter, then the same check as a UDF. Then the fields are typed and validated."""
-    fields = needed_fields(config)
+    # The JVM check reads top-level fields; nested paths are read from their field's JSON text.
+    fields = root_fields(config)
     plain, packed = plain_and_gzip(files)
     texts = [f"_text{i}" for i in range(len(fields))]
     parts = []
@@ -72,19 +73,21 @@ def read_jsonl(
     shortest = _shortest_record_bytes(config)
     bound = None if packed else sum(f.size // shortest for f in plain)
     return CheckedArchive(
-        validate(lines, config, {name: F.col(text) for name, text in zip(fields, texts, strict=True)}, {}),
+        validate(lines, config, nested_texts(
+            config, {name: F.col(text) for name, text in zip(fields, texts, strict=True)}), {}),
         bound,
     )
 
 
 def _shortest_record_bytes(config: PipelineConfig) -> int:
     """The shortest line an accepted record can be: ``{"a":0,"b":0}`` with its required fields."""
-    names = required_fields(config)
+    # A nested field's top-level field counts once, as if it were a scalar (a lower bound).
+    names = list(dict.fromkeys(config.source.path_of(n)[0] for n in required_fields(config)))
     return 2 + sum(len(name.encode()) + 4 for name in names) + len(names) - 1
 
 
 def plain_and_gzip(files: list[ArchiveFile]) -> tuple[list[ArchiveFile], list[ArchiveFile]]:
-    return [f for f in files if not is_gzip(f.path)], [f for f in files if is_gzip(f.path)]
+    return [f for f in files if not is_compressed(f.path)], [f for f in files if is_compressed(f.path)]
 
 
 def gzip_lines(spark: SparkSession, files: list[ArchiveFile], indexes: dict[str, int]) -> DataFrame:

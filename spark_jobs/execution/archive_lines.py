@@ -1,8 +1,8 @@
 """Cutting an archive file's bytes into numbered lines, without Spark: what the executors run for
-gzip files (``LineSplitter``, a ``mapInArrow`` function over ``binaryFile`` rows, see
+gzip and zstd files (``LineSplitter``, a ``mapInArrow`` function over ``binaryFile`` rows, see
 ``archive_jsonl``).
 
-A truncated or corrupt gzip stream is recovered line by line (every complete line before the
+A truncated or corrupt gzip (or zstd) stream is recovered line by line (every complete line before the
 damage is kept, the damaged tail is one quarantine row), where Hadoop's codec would fail the job or
 drop the file. Blank lines are skipped but counted; invalid UTF-8 is marked for quarantine.
 """
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import zstandard
 
 # What the line splitter hands to Spark: a reason is set only for lines that are already known
 # bad (invalid UTF-8) and for the one row a damaged file leaves.
@@ -40,6 +41,15 @@ def is_gzip(path: str) -> bool:
     return path.lower().endswith(".gz")
 
 
+def is_zstd(path: str) -> bool:
+    return path.lower().endswith(".zst")
+
+
+def is_compressed(path: str) -> bool:
+    """Whether a file's lines are cut here (compressed) rather than by the JVM reader (plain)."""
+    return is_gzip(path) or is_zstd(path)
+
+
 class LineSplitter:
     """The executor side of ``read_jsonl``: binaryFile rows (whole files) -> numbered lines.
 
@@ -61,6 +71,8 @@ class LineSplitter:
                 lines = FileLines(path, index)
                 if is_gzip(path):
                     yield from lines.read(gunzip(data, lines))
+                elif is_zstd(path):
+                    yield from lines.read(unzstd(data, lines))
                 else:
                     yield from lines.read(data[i:i + _CHUNK_BYTES] for i in range(0, len(data), _CHUNK_BYTES))
 
@@ -258,5 +270,38 @@ def gunzip(data: memoryview, lines: FileLines) -> Iterator[bytes]:
         lines.problem = (
             "unreadable_file",
             f"corrupt gzip data near compressed byte {position}: {error}; the complete lines "
+            "before it were read, the rest of the file was not",
+        )
+
+
+def unzstd(data: memoryview, lines: FileLines) -> Iterator[bytes]:
+    """Decompressed pieces of a zstd file, recovered as ``gunzip`` recovers gzip: every complete
+    line before a cut or corrupt block is kept, the damage reported through ``lines.problem``.
+    Several frames in a row (``cat a.zst b.zst``) are one stream, as for ``zstd -d``."""
+    position, total = 0, len(data)
+    decoder = zstandard.ZstdDecompressor().decompressobj()
+    try:
+        while True:
+            if decoder.eof:
+                start = position - len(decoder.unused_data)
+                if not np.frombuffer(data[start:], dtype=np.uint8).any():
+                    return  # end of the last frame (zero padding after it is harmless)
+                decoder, position = zstandard.ZstdDecompressor().decompressobj(), start
+            elif position < total:
+                piece = data[position:position + _GZIP_INPUT_BYTES]
+                position += len(piece)
+                yield decoder.decompress(bytes(piece))
+            else:
+                break
+        if not decoder.eof:
+            lines.problem = (
+                "truncated_zstd",
+                f"zstd stream ends early (file has {total} bytes); the complete lines before the "
+                "cut were read, this is the incomplete last one",
+            )
+    except zstandard.ZstdError as error:
+        lines.problem = (
+            "unreadable_file",
+            f"corrupt zstd data near compressed byte {position}: {error}; the complete lines "
             "before it were read, the rest of the file was not",
         )

@@ -7,11 +7,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from .archive_checks import CheckedArchive, empty_checked, glob_escaped, needed_fields, quote, validate
+from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote, schema_texts, validate
 from .archive_files import ArchiveFile
 from .spark_session import is_connect
 
@@ -49,7 +48,6 @@ def read_parquet(
     # schema alone.
     table = spark.read.option("mergeSchema", "true").parquet(*[glob_escaped(f.path) for f in readable])
     data_columns = table.columns
-    types = {field.name: field.dataType for field in table.schema.fields}
     index_rows = spark.createDataFrame(
         [(f.path, indexes[f.path]) for f in readable], "_file string, _file_index int"
     )
@@ -72,27 +70,7 @@ def read_parquet(
     )
     if only is not None:
         rows = rows.join(F.broadcast(spark.createDataFrame(only)), ["_file_index", "_line"], "left_semi")
-    texts: dict[str, Column] = {}
-    event_ms: dict[str, Column] = {}
-    for name in needed_fields(config):
-        kind = types.get(name)
-        column = F.col(quote(name))
-        if kind is None:
-            texts[name] = F.lit(None).cast("string")
-        elif isinstance(kind, T.TimestampType | T.TimestampNTZType):
-            # An instant needs no parsing; TIMESTAMP_NTZ is read as UTC, like Flink's TIMESTAMP
-            # rowtime (the session time zone must not shift event times).
-            if isinstance(kind, T.TimestampType):
-                millis = F.unix_millis(column)  # floors sub-millisecond parts, also before 1970
-            else:
-                micros = f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {quote(name)})"
-                millis = F.expr(f"({micros} - pmod({micros}, 1000)) div 1000")
-            texts[name] = millis.cast("string")
-            event_ms[name] = millis
-        elif isinstance(kind, T.StructType | T.ArrayType | T.MapType):
-            texts[name] = F.to_json(column)
-        else:
-            texts[name] = column.cast("string")
+    texts, event_ms = schema_texts(config, table.schema)
     checked = validate(rows, config, texts, event_ms)
     return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
 

@@ -28,9 +28,14 @@ read as they are (no ``ignoreCorruptFiles``, which would silently drop data).
 Every evaluation re-reads the archive: the ingest reads it twice (narrow keys, then the staged
 records) rather than caching it, which costs less than filling a cache.
 
+zstd files (``.zst``) go the gzip way; CSV files (with a header line) are cut into lines by the
+same splitter and parsed line by line (``archive_csv``). A field may be a nested path
+(``payload.ts``): JSON Lines and CSV read it from the top-level field's JSON text, Parquet through
+its structs (``archive_checks.nested_texts``/``schema_texts``).
+
 This module is the readers' entry (listing, ``check_archive``, ``accepted``/``rejected``,
-``line_count``); the formats are ``archive_jsonl`` (with ``archive_lines``, the line splitter) and
-``archive_parquet``, and the typing and checks they share ``archive_checks``.
+``line_count``); the formats are ``archive_jsonl`` (with ``archive_lines``, the line splitter),
+``archive_parquet`` and ``archive_csv``, and the typing and checks they share ``archive_checks``.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ from pyspark.sql import functions as F
 from ..config import local_path
 from ..exceptions import ConfigError
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
-from .archive_files import ArchiveFile, data_suffixes, is_data_file, list_local_archive
+from .archive_csv import read_csv
+from .archive_files import QUARANTINE_REASONS, ArchiveFile, data_suffixes, is_data_file, list_local_archive
 from .archive_jsonl import gzip_lines, plain_and_gzip, read_jsonl
 from .archive_parquet import parquet_footers, read_parquet
 from .spark_session import is_connect
@@ -62,10 +68,6 @@ RECORD_COLUMNS = (
     "_raw",
 )
 QUARANTINE_COLUMNS = ("source_file", "line", "raw", "reason", "detail")
-QUARANTINE_REASONS = (
-    "malformed_json", "not_an_object", "missing_field", "invalid_type", "invalid_timestamp",
-    "truncated_gzip", "unreadable_file",
-)
 
 
 # ---- listing -------------------------------------------------------------------------------------
@@ -159,6 +161,8 @@ def check_archive(
         return CheckedArchive(empty_checked(spark, config), 0)
     if config.source.format == "parquet":
         return read_parquet(spark, config, files, indexes, only)
+    if config.source.format == "csv":
+        return read_csv(spark, config, files, indexes, only)
     return read_jsonl(spark, config, files, indexes, only)
 
 
@@ -190,6 +194,8 @@ def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveF
         return 0
     if config.source.format == "parquet":
         return sum(rows for _, rows in parquet_footers(spark, files))
+    if config.source.format == "csv":  # every line, the headers too: an upper bound
+        return gzip_lines(spark, files, {f.path: i for i, f in enumerate(files)}).count()
     plain, packed = plain_and_gzip(files)
     count = spark.read.text([glob_escaped(f.path) for f in plain]).count() if plain else 0
     if packed:

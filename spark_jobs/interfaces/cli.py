@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ConfigError, ReplayError, exit_status
+from ..samples.spec import FORMATS as SAMPLE_FORMATS
 
 # Each command imports what it runs inside its function: `replay --help` and a config error must
 # answer without loading numpy, Spark or the replay (the operations pull in pyspark).
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--events", type=int, default=20_000, help="lines to write (default 20000)")
     gen.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     gen.add_argument("--kind", choices=["clickstream", "sensor"], default="clickstream")
-    gen.add_argument("--format", choices=["jsonl", "jsonl.gz", "parquet"], default="jsonl")
+    gen.add_argument("--format", choices=list(SAMPLE_FORMATS), default="jsonl")
     gen.add_argument("--partitions", type=int, default=4)
     gen.add_argument("--keys", type=int, default=1000, help="distinct keys (Zipf-distributed)")
     gen.add_argument("--events-per-second", type=float, default=None,

@@ -37,10 +37,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXPECTATIONS_DIR = Path(os.environ.get("REPLAY_EXPECTATIONS_DIR") or PROJECT_ROOT / "expectations")
 TABLE_SUITES = ("window_results", "late_events", "quarantine")
 TIMINGS = ("EARLY", "ON_TIME", "LATE")
-QUARANTINE_REASONS = (
-    "malformed_json", "not_an_object", "missing_field", "invalid_type", "invalid_timestamp",
-    "truncated_gzip", "unreadable_file",
-)
 SPARK_TYPE_NAMES = {
     "string": "StringType", "long": "LongType", "double": "DoubleType", "boolean": "BooleanType",
 }

@@ -2,7 +2,7 @@
 
 ``generate_archive(out_dir, spec)`` writes what a Kafka-to-object-store sink leaves behind::
 
-    out_dir/partition=0/part-00000.jsonl      (or .jsonl.gz, .parquet)
+    out_dir/partition=0/part-00000.jsonl      (or .jsonl.gz, .jsonl.zst, .parquet, .csv)
     out_dir/partition=0/part-00001.jsonl
     out_dir/partition=1/part-00000.jsonl
     ...
@@ -28,6 +28,8 @@ number, then the name). Each JSON line is one object in the ``json.dumps`` spell
   records are *very late*: delay = the bound + log-uniform between 1 s and 10 min, i.e. from
   "just behind the watermark" (LATE panes within an allowed lateness) to minutes behind
   (dropped / side output). ``iso_timestamps`` writes ``ts`` as ``2023-11-14T22:13:20.123Z``.
+* CSV (``csv``) is the Parquet table written by Arrow's CSV writer: a header line, then one
+  line a row, strings quoted, a null as an empty value; its corrupt rows are Parquet's.
 * Parquet has the same columns in the same order: strings, ``ts`` int64 (string with
   ``iso_timestamps``), ``ingest_ts`` and ``offset`` int64, ``partition`` int32, doubles.
 
@@ -93,7 +95,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
+import zstandard
 
 from .events import CORRUPT, DUPLICATE, Chunk, PartitionStream, Plan
 from .serialize import Serializer
@@ -111,6 +115,7 @@ CHUNK_ROWS = 200_000
 # Fastest zlib level: level 6 (gzip's default) makes 10M-event archives ~20 % smaller but ~3x
 # slower to write, and nothing downstream depends on the ratio.
 GZIP_LEVEL = 1
+ZSTD_LEVEL = 3
 
 
 def generate_archive(out_dir: str | os.PathLike[str], spec: GeneratorSpec) -> GenerateSummary:
@@ -188,18 +193,27 @@ def _write_partition(plan: Plan, root: Path, partition: int) -> _PartitionResult
         )
         if spec.format == "parquet":
             _write_parquet(temporary, chunks, serializer)
+        elif spec.format == "csv":
+            _write_csv(temporary, chunks, serializer)
         else:
-            _write_jsonl(temporary, chunks, serializer, compress=spec.format == "jsonl.gz")
+            _write_jsonl(temporary, chunks, serializer, codec=spec.format.partition(".")[2])
         temporary.replace(final)
         result.files.append(str(final))
     return result
 
 
-def _write_jsonl(path: Path, chunks: Iterator[Chunk], serializer: Serializer, compress: bool) -> None:
+def _write_jsonl(path: Path, chunks: Iterator[Chunk], serializer: Serializer, codec: str) -> None:
+    """``codec``: "" (plain), "gz" or "zst"."""
     with open(path, "wb") as raw:
-        if not compress:
+        if not codec:
             for chunk in chunks:
                 raw.write(serializer.jsonl(chunk))
+            return
+        if codec == "zst":
+            # One frame per file, its content size unknown up front: deterministic bytes.
+            with zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(raw, closefd=False) as sink:
+                for chunk in chunks:
+                    sink.write(serializer.jsonl(chunk))
             return
         # No file name and mtime 0 in the gzip header: the bytes depend on the content only.
         with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=GZIP_LEVEL) as sink:
@@ -215,6 +229,19 @@ def _write_parquet(path: Path, chunks: Iterator[Chunk], serializer: Serializer) 
             table = serializer.table(chunk)
             if writer is None:
                 writer = pq.ParquetWriter(path, table.schema, compression="snappy")
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _write_csv(path: Path, chunks: Iterator[Chunk], serializer: Serializer) -> None:
+    writer: pcsv.CSVWriter | None = None
+    try:
+        for chunk in chunks:
+            table = serializer.table(chunk)
+            if writer is None:
+                writer = pcsv.CSVWriter(str(path), table.schema)
             writer.write_table(table)
     finally:
         if writer is not None:

@@ -316,7 +316,9 @@ def test_each_quarantine_reason(jsonl, archive):
     first_good = len(DIRTY) + 1
     assert {line: r["_id"] for line, r in records.items()} == {first_good: "g1", first_good + 1: "g2"}
     assert records[first_good + 1]["region"] == '{"nested":[1]}'  # a key is any value's JSON text
-    assert {r["reason"] for r in jsonl["bad"]} == set(QUARANTINE_REASONS)  # the archive has them all
+    # The archive has every reason but those of other formats (tests/spark/test_source_shapes.py).
+    others = {"malformed_csv", "truncated_zstd"}
+    assert {r["reason"] for r in jsonl["bad"]} == set(QUARANTINE_REASONS) - others
 
 
 def test_truncated_gzip_keeps_its_complete_lines(jsonl, archive):

@@ -81,7 +81,7 @@ def test_defaults():
     ("watermark.emit", "periodic", "watermark.emit"),
     ("watermark.idle_timeout", 0, "watermark.idle_timeout"),
     ("source.event_time", _DELETE, "source.event_time"),
-    ("source.format", "csv", "source.format"),
+    ("source.format", "xml", "source.format"),
     ("source.colour", "red", "source.colour"),
     ("output.path", _DELETE, "output.path"),
     ("aggregates.spent", "median(amount)", "aggregates.spent"),
@@ -161,3 +161,32 @@ def test_parse_duration_rejects(bad):
 def test_format_duration_is_the_shortest_exact_spelling():
     assert [format_duration(ms) for ms in (0, 1, 1_500, 60_000, 90_000, 86_400_000)] == [
         "0ms", "1ms", "1500ms", "1m", "90s", "1d"]
+
+
+def test_nested_paths_fields_and_event_time_format():
+    data = with_("source.event_time", "payload.ts")
+    data["source"].update({"event_time_format": "yyyy-MM-dd'T'HH:mm:ss", "partition": "kafka.p",
+                           "fields": {"user": "payload.user", "amount": "payload.amount"}})
+    source = parse_config(data).source
+    assert source.event_time_format == "yyyy-MM-dd'T'HH:mm:ss"
+    assert source.path_of("user") == ("payload", "user")
+    assert source.path_of("payload.ts") == ("payload", "ts")
+    assert source.path_of("ingest") == ("ingest",)
+
+
+@pytest.mark.parametrize("path, value, field, message", [
+    ("source.event_time", "payload..ts", "source.event_time", "dot-separated path"),
+    ("source.id", "a.'b'", "source.id", "dot-separated path"),
+    ("source.event_time_format", "HH:mm", "source.event_time_format", "year"),
+    ("source.event_time_format", "YYYY-ww", "source.event_time_format", "'Y'"),
+    ("source.event_time_format", "", "source.event_time_format", "datetime pattern"),
+    ("source.fields", ["payload.user"], "source.fields", "must map"),
+    ("source.fields", {"user": "payload."}, "source.fields.user", "dot-separated path"),
+    ("source.fields", {"a.b": "payload.user"}, "source.fields", "not a field name"),
+    ("key", ["payload.user"], "key", "name it in source.fields"),
+    ("aggregates", {"s": "sum(payload.amount)"}, "aggregates", "name it in source.fields"),
+])
+def test_nested_path_errors(path, value, field, message):
+    with pytest.raises(ConfigError) as error:
+        parse_config(with_(path, value))
+    assert error.value.field == field and message in str(error.value)
