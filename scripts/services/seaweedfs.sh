@@ -4,6 +4,9 @@
 #   scripts/services/seaweedfs.sh build            build `weed` once into .cache/seaweedfs/ (~3 min)
 #   scripts/services/seaweedfs.sh start DIR PORT   serve S3 on 127.0.0.1:PORT, data in DIR
 #   scripts/services/seaweedfs.sh stop DIR         stop the server started with DIR
+#   scripts/services/seaweedfs.sh run DIR PORT     the same server in the foreground (a container's
+#                                                  command: docker-compose.yml's `s3`; binds
+#                                                  SEAWEEDFS_BIND, default 127.0.0.1)
 #
 # The binary is built from SeaweedFS's Go module at a pinned version through the Go module proxy:
 # `go install ...@version` refuses it (its go.mod has replace directives), so the module is
@@ -35,7 +38,7 @@ build() {
 }
 
 start() {
-  local dir="$1" port="$2"
+  local dir="$1" port="$2" foreground="${3:-}"
   : "${AWS_ACCESS_KEY_ID:?set AWS_ACCESS_KEY_ID (the S3 identity the server accepts)}"
   : "${AWS_SECRET_ACCESS_KEY:?set AWS_SECRET_ACCESS_KEY}"
   build >/dev/null
@@ -45,22 +48,26 @@ start() {
 {"identities": [{"name": "replay", "credentials": [{"accessKey": "$AWS_ACCESS_KEY_ID",
   "secretKey": "$AWS_SECRET_ACCESS_KEY"}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
 JSON
-  # Free ports for the master, volume and filer (the S3 port is the caller's).
-  local ports
-  ports=($(python3 - <<'PY'
+  local master=9333 volume=18080 filer=8888
+  if [[ -z "$foreground" ]]; then
+    # Free ports for the master, volume and filer (the S3 port is the caller's); their gRPC
+    # ports are the HTTP ports + 10000, so they are taken from 20000-39999.
+    local ports
+    ports=($(python3 - <<'PY'
 import socket
 socks = [socket.socket() for _ in range(3)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
+print(" ".join(str(s.getsockname()[1] % 20000 + 20000) for s in socks))
 PY
 ))
-  # gRPC ports are the HTTP ports + 10000: keep them under 65536.
-  local master=$(( ${ports[0]} % 20000 + 20000 )) volume=$(( ${ports[1]} % 20000 + 20000 )) filer=$(( ${ports[2]} % 20000 + 20000 ))
-  setsid "$WEED" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$dir/data" \
-    -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
-    -master.volumeSizeLimitMB=64 -volume.max=0 \
-    -s3 -s3.port="$port" -s3.config="$dir/s3.json" >"$dir/weed.log" 2>&1 < /dev/null &
+    master=${ports[0]} volume=${ports[1]} filer=${ports[2]}
+  fi
+  local args=(server -ip=127.0.0.1 -ip.bind="${SEAWEEDFS_BIND:-127.0.0.1}" -dir="$dir/data"
+    -master.port="$master" -volume.port="$volume" -filer.port="$filer"
+    -master.volumeSizeLimitMB=64 -volume.max=0 -s3 -s3.port="$port" -s3.config="$dir/s3.json")
+  if [[ -n "$foreground" ]]; then exec "$WEED" "${args[@]}"; fi
+  setsid "$WEED" "${args[@]}" >"$dir/weed.log" 2>&1 < /dev/null &
   echo $! > "$dir/weed.pid"
   local deadline=$((SECONDS + 90))
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
@@ -85,6 +92,7 @@ stop() {
 case "${1:-}" in
   build) build ;;
   start) start "$2" "$3" ;;
+  run) start "$2" "$3" foreground ;;
   stop) stop "$2" ;;
-  *) echo "usage: $0 build | start DIR PORT | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 build | start DIR PORT | run DIR PORT | stop DIR" >&2; exit 2 ;;
 esac
