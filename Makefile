@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-airflow test-all lint bench clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-prod test-all lint bench clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -25,6 +25,12 @@ test-cluster: setup
 # the CLI): CI runs it after the cluster tier.
 test-airflow: setup
 	$(PYTEST) -m scheduler -q
+
+# The production topology without Docker: archives and Delta tables on a real S3 server (SeaweedFS,
+# built once into .cache), Airflow on PostgreSQL; services from scripts/services. CI runs it last.
+test-prod: setup
+	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
+	$(PYTEST) -m prod -q
 
 test-all: setup
 	$(PYTEST) -q

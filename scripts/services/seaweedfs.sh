@@ -48,24 +48,25 @@ start() {
 {"identities": [{"name": "replay", "credentials": [{"accessKey": "$AWS_ACCESS_KEY_ID",
   "secretKey": "$AWS_SECRET_ACCESS_KEY"}], "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
 JSON
-  local master=9333 volume=18080 filer=8888
+  local master=9333 volume=18080 filer=8888 s3grpc=18333
   if [[ -z "$foreground" ]]; then
-    # Free ports for the master, volume and filer (the S3 port is the caller's); their gRPC
-    # ports are the HTTP ports + 10000, so they are taken from 20000-39999.
+    # Free ports for the master, volume and filer and S3's gRPC (the S3 port is the caller's);
+    # the first three's gRPC ports are theirs + 10000, so they are taken from 20000-39999.
     local ports
     ports=($(python3 - <<'PY'
 import socket
-socks = [socket.socket() for _ in range(3)]
+socks = [socket.socket() for _ in range(4)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1] % 20000 + 20000) for s in socks))
 PY
 ))
-    master=${ports[0]} volume=${ports[1]} filer=${ports[2]}
+    master=${ports[0]} volume=${ports[1]} filer=${ports[2]} s3grpc=${ports[3]}
   fi
   local args=(server -ip=127.0.0.1 -ip.bind="${SEAWEEDFS_BIND:-127.0.0.1}" -dir="$dir/data"
     -master.port="$master" -volume.port="$volume" -filer.port="$filer"
-    -master.volumeSizeLimitMB=64 -volume.max=0 -s3 -s3.port="$port" -s3.config="$dir/s3.json")
+    -master.volumeSizeLimitMB=64 -volume.max=0 -s3 -s3.port="$port" -s3.port.grpc="$s3grpc" -s3.config="$dir/s3.json"
+    -s3.port.iceberg=0 -s3.port.lance=0)  # no catalogs: only S3, only on the given port
   if [[ -n "$foreground" ]]; then exec "$WEED" "${args[@]}"; fi
   setsid "$WEED" "${args[@]}" >"$dir/weed.log" 2>&1 < /dev/null &
   echo $! > "$dir/weed.pid"
