@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prod_services import BUCKET
+from prod_services import BUCKET, signed_put
 
 pytestmark = [pytest.mark.slow, pytest.mark.prod, pytest.mark.spark]
 
@@ -146,16 +146,10 @@ def test_the_store_refuses_a_conditional_put_over_an_existing_object(world):
     itself refuses ``PUT`` with ``If-None-Match: *`` when the object exists (412)."""
     store = world["store"]
     keys = store["keys"]
-    url = f"{store['endpoint']}/{BUCKET}/conditional/lease"
-    codes = []
-    for _ in range(2):
-        done = subprocess.run(
-            ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", "--data-binary", "holder",
-             "-H", "If-None-Match: *", "--aws-sigv4", "aws:amz:us-east-1:s3",
-             "--user", f"{keys['AWS_ACCESS_KEY_ID']}:{keys['AWS_SECRET_ACCESS_KEY']}", url],
-            capture_output=True, text=True, timeout=30)
-        codes.append(done.stdout)
-    assert codes == ["200", "412"], codes
+    codes = [signed_put(store["endpoint"], f"{BUCKET}/conditional/lease", b"holder",
+                        keys["AWS_ACCESS_KEY_ID"], keys["AWS_SECRET_ACCESS_KEY"], {"If-None-Match": "*"})
+             for _ in range(2)]
+    assert codes == [200, 412], codes
 
 
 def test_a_changed_archive_object_is_refused(world):
