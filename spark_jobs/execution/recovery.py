@@ -121,11 +121,12 @@ def _flock(lock_path: str, name: str, jvm_pid: int | None = None) -> Iterator[No
 def _lease(spark: Any, lock_uri: str, name: str) -> Iterator[None]:
     """The lock on object storage (``s3a://``), which has no ``flock``: a lease object.
 
-    Created with ``overwrite=False``: S3A refuses when the object exists, and with
-    ``fs.s3a.create.conditional.enabled`` sends the PUT with ``If-None-Match: *``, so that of two
-    writers racing past that check the store itself lets only one create it (where the store
-    supports conditional writes; where it does not, the check-then-put leaves a window of a few
-    milliseconds). The lease names its holder (host, pid, driver JVM); one left by a holder that
+    Created with Hadoop's conditional create (``fs.option.create.conditional.overwrite``: S3A
+    sends the PUT with ``If-None-Match: *`` and skips its own existence check), so the store
+    itself lets only one of two racing writers create it. A file system without the option
+    (or S3A with ``fs.s3a.create.conditional.enabled=false``) falls back to ``create(path,
+    overwrite=False)``: check, then put, with a window of a few milliseconds between them.
+    The lease names its holder (host, pid, driver JVM); one left by a holder that
     is gone from this host is taken over (after its JVM is gone too), one from another host
     is not: only a person can tell whether that run is still alive.
     """
@@ -141,9 +142,7 @@ def _lease(spark: Any, lock_uri: str, name: str) -> Iterator[None]:
               + f" since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
     for attempt in (1, 2):
         try:
-            stream = fs.create(path, False)
-            stream.write(holder.encode())
-            stream.close()  # S3A PUTs on close: a conditional PUT that lost fails here
+            _create_exclusive(fs, path, holder.encode())
             break
         except Exception as error:  # FileAlreadyExistsException, or 412 from the store
             previous = _read_lease(fs, path)
@@ -160,6 +159,19 @@ def _lease(spark: Any, lock_uri: str, name: str) -> Iterator[None]:
         yield
     finally:
         fs.delete(path, False)
+
+
+def _create_exclusive(fs: Any, path: Any, data: bytes) -> None:
+    """Create ``path`` with ``data`` only if it does not exist; raises (from the JVM) if it does."""
+    try:
+        builder = (fs.createFile(path).overwrite(False)
+                   .must("fs.option.create.conditional.overwrite", True)  # If-None-Match: *
+                   .opt("fs.s3a.create.performance", True))  # no HEAD first: the store decides
+        stream = builder.build()
+    except Exception:  # noqa: BLE001 - the option is not supported here (or turned off)
+        stream = fs.create(path, False)
+    stream.write(data)
+    stream.close()  # S3A PUTs on close: a conditional PUT that lost fails here (412)
 
 
 def _read_lease(fs: Any, path: Any) -> str:
