@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-airflow test-connect test-all lint bench clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-connect test-connect-smoke test-prod test-all lint bench clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -28,9 +28,21 @@ test-airflow: setup
 
 # The Spark tests again, every session a Spark Connect client of one server (`replay server start`)
 # that the run starts and stops; the same assertions, so the same tables as in-process.
+# About 27 minutes under load here: run on purpose. CI runs the smoke part (about 3 minutes).
+CONNECT_TESTS ?= tests/spark tests/quality
 test-connect: setup
-	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow" -q tests/spark tests/quality \
+	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow" -q $(CONNECT_TESTS) \
 		--ignore=tests/spark/test_connect_server.py --ignore=tests/spark/test_session_start.py
+
+test-connect-smoke: setup
+	$(MAKE) test-connect CONNECT_TESTS="tests/spark/test_worked_example.py tests/spark/test_pending_work.py"
+
+# The production topology without Docker: archives and Delta tables on a real S3 server (SeaweedFS,
+# built once into .cache), Airflow on PostgreSQL; services from scripts/services. Too slow for CI here
+# (17 + 35 minutes under load, plus an 18-minute first build of SeaweedFS): run it on purpose.
+test-prod: setup
+	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
+	$(PYTEST) -m prod -q
 
 test-all: setup
 	$(PYTEST) -q

@@ -1,7 +1,8 @@
 """Exactly-once replay: the pipeline lock, crash recovery, reset and reprocessing a range.
 
 * **Lock**: one replay of a pipeline at a time (``flock`` on a local lakehouse, which the OS
-  releases even on SIGKILL; an exclusive-create lease file on other file systems). A killed
+  releases even on SIGKILL; on object storage a lease object created only if absent, taken over
+  when its holder on this host is gone, see ``_lease``). A killed
   driver's Spark JVM outlives it for a moment (it exits when its parent's pipe closes) and may
   finish a commit in flight: the next holder of the lock waits for that JVM to be gone first.
 * **Recover**: a batch that did not write its ``replay_log`` row never happened: every output
@@ -118,22 +119,81 @@ def _flock(lock_path: str, name: str, jvm_pid: int | None = None) -> Iterator[No
 
 @contextlib.contextmanager
 def _lease(spark: Any, lock_uri: str, name: str) -> Iterator[None]:
+    """The lock on object storage (``s3a://``), which has no ``flock``: a lease object.
+
+    Created with Hadoop's conditional create (``fs.option.create.conditional.overwrite``: S3A
+    sends the PUT with ``If-None-Match: *`` and skips its own existence check), so the store
+    itself lets only one of two racing writers create it. A file system without the option
+    (or S3A with ``fs.s3a.create.conditional.enabled=false``) falls back to ``create(path,
+    overwrite=False)``: check, then put, with a window of a few milliseconds between them.
+    The lease names its holder (host, pid, driver JVM); one left by a holder that
+    is gone from this host is taken over (after its JVM is gone too), one from another host
+    is not: only a person can tell whether that run is still alive.
+    """
+    import socket
+
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(lock_uri)
     fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
-    try:
-        stream = fs.create(path, False)
-    except Exception as error:  # FileAlreadyExistsException from the JVM
-        raise ConcurrentRunError(
-            f"pipeline {name} is already being replayed (lease {lock_uri} exists); if no replay "
-            "is running, a crashed one left it: delete that file"
-        ) from error
-    stream.write(f"pid {os.getpid()}".encode())
-    stream.close()
+    own_jvm = _jvm_pid(spark)
+    host = socket.gethostname()
+    holder = (f"host {host} pid {os.getpid()}:{_process_start(os.getpid())}"
+              + (f" jvm {own_jvm}:{_process_start(own_jvm)}" if own_jvm is not None else "")
+              + f" since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+    for attempt in (1, 2):
+        try:
+            _create_exclusive(fs, path, holder.encode())
+            break
+        except Exception as error:  # FileAlreadyExistsException, or 412 from the store
+            previous = _read_lease(fs, path)
+            if attempt == 1 and _holder_gone(previous, host):
+                _wait_for_orphan_jvm(previous, own_jvm)
+                fs.delete(path, False)
+                continue
+            raise ConcurrentRunError(
+                f"pipeline {name} is already being replayed ({previous or 'lease being written'}; "
+                f"lease {lock_uri}); wait for it to finish. If no replay is running (a run on "
+                "another host was killed), delete that object"
+            ) from error
     try:
         yield
     finally:
         fs.delete(path, False)
+
+
+def _create_exclusive(fs: Any, path: Any, data: bytes) -> None:
+    """Create ``path`` with ``data`` only if it does not exist; raises (from the JVM) if it does."""
+    try:
+        builder = (fs.createFile(path).overwrite(False)
+                   .must("fs.option.create.conditional.overwrite", True)  # If-None-Match: *
+                   .opt("fs.s3a.create.performance", True))  # no HEAD first: the store decides
+        stream = builder.build()
+    except Exception:  # noqa: BLE001 - the option is not supported here (or turned off)
+        stream = fs.create(path, False)
+    stream.write(data)
+    stream.close()  # S3A PUTs on close: a conditional PUT that lost fails here (412)
+
+
+def _read_lease(fs: Any, path: Any) -> str:
+    try:
+        stream = fs.open(path)
+        try:
+            data = bytearray()
+            while (byte := stream.read()) != -1 and len(data) < 4096:
+                data.append(byte)
+            return data.decode(errors="replace").strip()
+        finally:
+            stream.close()
+    except Exception:  # deleted meanwhile, or not yet written
+        return ""
+
+
+def _holder_gone(holder: str, host: str) -> bool:
+    """Whether a lease's holder was a process of this host that is no longer running."""
+    import re
+
+    found = re.match(r"host (\S+) pid (\d+):(\S+)", holder)
+    return bool(found) and found.group(1) == host and _process_start(int(found.group(2))) != found.group(3)
 
 
 def committed_log(store: DeltaStore) -> list[dict[str, Any]]:

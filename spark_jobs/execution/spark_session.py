@@ -36,6 +36,13 @@ from ..exceptions import ConfigError, SparkServerUnavailableError
 DELTA_PACKAGE = os.environ.get("REPLAY_DELTA_PACKAGE", "io.delta:delta-spark_4.2_2.13:4.4.0")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 JAR_CACHE = Path(os.environ.get("REPLAY_JAR_CACHE", PROJECT_ROOT / ".cache" / "ivy"))
+# Hadoop's S3A connector, for archives and tables on S3-compatible object storage (``s3a://``):
+# hadoop-aws of the Hadoop PySpark is built on (3.5.0), which brings AWS SDK v2's bundle (~600 MB).
+# Resolved by the same Ivy resolver, only on request (``--fetch-s3a-jars``), into a directory of
+# its own under the jar cache, and loaded only by sessions with ``REPLAY_S3A=1`` (or
+# ``REPLAY_S3A_ENDPOINT`` set): a local user neither downloads nor loads it.
+S3A_PACKAGE = os.environ.get("REPLAY_S3A_PACKAGE", "org.apache.hadoop:hadoop-aws:3.5.0")
+S3A_JAR_CACHE = JAR_CACHE / "s3a"
 CLASS_ARCHIVE_DIR = Path(os.environ.get("REPLAY_CLASS_ARCHIVE_DIR", PROJECT_ROOT / ".cache" / "jvm"))
 # A stale or foreign archive is not an error: the JVM falls back to normal class loading, and
 # these keep it from printing CDS warnings into every command's output when it does.
@@ -179,6 +186,69 @@ def fetch_jars() -> list[str]:
     return delta_jars()
 
 
+def s3a_enabled() -> bool:
+    """Whether sessions load the S3A connector: ``REPLAY_S3A=1``, or an endpoint configured."""
+    return os.environ.get("REPLAY_S3A", "") not in ("", "0") or bool(os.environ.get("REPLAY_S3A_ENDPOINT"))
+
+
+def s3a_jars() -> list[str]:
+    """The cached S3A jars (hadoop-aws and the AWS SDK bundle); raises with the fetch command."""
+    jars = sorted((S3A_JAR_CACHE / "jars").glob("*.jar"))
+    if not any("hadoop-aws" in jar.name for jar in jars):
+        raise JarsMissingError(
+            f"the S3A connector's jars are not in {S3A_JAR_CACHE}/jars; run "
+            "`python -m spark_jobs.execution.spark_session --fetch-s3a-jars` once with network access"
+        )
+    return [str(jar) for jar in jars]
+
+
+def fetch_s3a_jars() -> list[str]:
+    """Resolve hadoop-aws and its AWS SDK bundle from Maven Central into the jar cache."""
+    try:
+        return s3a_jars()
+    except JarsMissingError:
+        pass
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("fetch-s3a-jars")
+        .config("spark.jars.packages", S3A_PACKAGE)
+        .config("spark.jars.ivy", str(S3A_JAR_CACHE))
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.stop()
+    return s3a_jars()
+
+
+def s3a_conf() -> dict[str, str]:
+    """S3A settings for an S3-compatible endpoint, from the environment; no credentials here.
+
+    ``REPLAY_S3A_ENDPOINT`` (e.g. ``http://127.0.0.1:8333``) sets the endpoint with path-style
+    access (what non-AWS servers need); the keys come from S3A's default credential chain, which
+    reads ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` from the environment of the driver (and
+    Spark copies them into the job's Hadoop configuration for the executors). Any
+    ``spark.hadoop.fs.s3a.*`` the caller passes wins.
+    """
+    settings = {
+        # Archive change detection compares size and modification time (S3: Last-Modified);
+        # the ETag as the file checksum is there for tools that want it.
+        "spark.hadoop.fs.s3a.etag.checksum.enabled": "true",
+        # A lease (the pipeline lock) is created with If-None-Match: * where the store supports it.
+        "spark.hadoop.fs.s3a.create.conditional.enabled": "true",
+    }
+    endpoint = os.environ.get("REPLAY_S3A_ENDPOINT")
+    if endpoint:
+        settings.update({
+            "spark.hadoop.fs.s3a.endpoint": endpoint,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_REGION", "us-east-1"),
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": str(endpoint.startswith("https")).lower(),
+        })
+    return settings
+
+
 def spark_master(master: str | None = None) -> str:
     return master or os.environ.get("SPARK_MASTER") or "local[*]"
 
@@ -273,12 +343,14 @@ def session_conf(conf: dict[str, Any] | None = None) -> dict[str, str]:
     The one home of them: ``get_spark`` builds its session from it, and the Spark Connect server
     (``connect_server``) passes the same settings to ``spark-submit``.
     """
+    jars = project_jars() + (s3a_jars() if s3a_enabled() else [])
     settings: dict[str, Any] = {
-        "spark.jars": ",".join(project_jars()),
+        "spark.jars": ",".join(jars),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.pyspark.python": sys.executable,
         **_LOCAL_DEFAULTS,
+        **(s3a_conf() if s3a_enabled() else {}),
     }
     conf = dict(conf or {})
     # The caller's own JVM options come last, so that they win.
@@ -398,6 +470,8 @@ def _check_java() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fetch-jars", action="store_true", help="resolve Delta jars into the cache")
+    parser.add_argument("--fetch-s3a-jars", action="store_true",
+                        help="resolve the S3A connector (hadoop-aws, AWS SDK bundle) into the cache")
     parser.add_argument("--build-jar", action="store_true",
                         help="compile spark_jobs/execution/jvm into the cache")
     parser.add_argument(
@@ -408,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.fetch_jars:
         for jar in fetch_jars():
+            print(jar)
+    if args.fetch_s3a_jars:
+        for jar in fetch_s3a_jars():
             print(jar)
     if args.build_jar:
         print(build_replay_jar())

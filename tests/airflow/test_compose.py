@@ -59,18 +59,21 @@ def test_compose_file_is_valid():
 
 def test_topology_and_commands(services):
     assert set(services) == AIRFLOW_SERVICES | {"postgres", "airflow-init", "spark-master", "spark-worker",
-                                                "replay"}
+                                                "replay", "s3"}
     assert services["airflow-init"]["command"] == ["sh", "-c", "airflow db migrate && replay pools"]
     for name in AIRFLOW_SERVICES:
         service = services[name]
         assert service["command"] == ["airflow", AIRFLOW_COMMANDS[name]], name
         env = service["environment"]
         assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
-        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg://")
         assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/flink-replay/dags"
         assert env["REPLAY_SPARK_MODE"] == "submit"
         assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == "spark://spark-master:7077"
         assert {"postgres", "airflow-init"} <= set(service["depends_on"])
+        # Object storage as `make test-prod` runs it: endpoint and keys from the environment.
+        assert env["REPLAY_S3A_ENDPOINT"] == "http://s3:8333"
+        assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(env)
     master, worker = services["spark-master"]["command"], services["spark-worker"]["command"]
     assert master[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
     assert master[master.index("--port") + 1] == "7077"
@@ -78,8 +81,10 @@ def test_topology_and_commands(services):
     replay = services["replay"]
     assert replay["entrypoint"] == ["replay"] and replay["command"][:2] == ["run", "include/pipelines/"
                                                                             "clicks_per_minute.yaml"]
-    images = {s.get("image") for n, s in services.items() if n != "postgres"}
+    images = {s.get("image") for n, s in services.items() if n not in ("postgres", "s3")}
     assert images == {"flink-replay:local"}
+    assert services["postgres"]["image"] == "postgres:15"
+    assert services["s3"]["command"] == ["scripts/services/seaweedfs.sh", "run", "/data", "8333"]
 
 
 def test_the_commands_exist_in_the_installed_airflow():
