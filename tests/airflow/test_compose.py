@@ -45,7 +45,7 @@ pytestmark = pytest.mark.skipif(COMPOSE is None, reason=f"no Compose implementat
 
 @pytest.fixture(scope="module")
 def services():
-    done = subprocess.run([*COMPOSE, "-f", str(COMPOSE_FILE), "--profile", "tools", "config",
+    done = subprocess.run([*COMPOSE, "-f", str(COMPOSE_FILE), "--profile", "tools", "--profile", "connect", "config",
                            "--format", "json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["services"]
@@ -59,7 +59,7 @@ def test_compose_file_is_valid():
 
 def test_topology_and_commands(services):
     assert set(services) == AIRFLOW_SERVICES | {"postgres", "airflow-init", "spark-master", "spark-worker",
-                                                "replay", "s3"}
+                                                "replay", "s3", "spark-connect"}
     assert services["airflow-init"]["command"] == ["sh", "-c", "airflow db migrate && replay pools"]
     for name in AIRFLOW_SERVICES:
         service = services[name]
@@ -74,6 +74,12 @@ def test_topology_and_commands(services):
         # Object storage as `make test-prod` runs it: endpoint and keys from the environment.
         assert env["REPLAY_S3A_ENDPOINT"] == "http://s3:8333"
         assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(env)
+    # The Connect server: `replay server run` on the container's network (which needs the token:
+    # it refuses to start without one), published on the host's loopback only.
+    connect = services["spark-connect"]
+    assert connect["command"] == ["replay", "server", "run", "--host", "0.0.0.0", "--port", "15002"]
+    assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" in connect["environment"]
+    assert connect["environment"]["SPARK_MASTER"] == "spark://spark-master:7077"
     master, worker = services["spark-master"]["command"], services["spark-worker"]["command"]
     assert master[:2] == ["spark-class", "org.apache.spark.deploy.master.Master"]
     assert master[master.index("--port") + 1] == "7077"
