@@ -45,8 +45,9 @@ pytestmark = pytest.mark.skipif(COMPOSE is None, reason=f"no Compose implementat
 
 @pytest.fixture(scope="module")
 def services():
-    done = subprocess.run([*COMPOSE, "-f", str(COMPOSE_FILE), "--profile", "tools", "--profile", "connect", "config",
-                           "--format", "json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    profiles = ["--profile", "tools", "--profile", "connect"]
+    done = subprocess.run([*COMPOSE, "-f", str(COMPOSE_FILE), *profiles, "config", "--format", "json"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["services"]
 
