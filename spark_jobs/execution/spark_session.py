@@ -25,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,33 +158,43 @@ def build_replay_jar() -> Path:
 
 def delta_jars() -> list[str]:
     """The cached Delta jars; raises with the set-up command when they are missing."""
-    jars = sorted((JAR_CACHE / "jars").glob("*.jar"))
-    if not any("delta-spark" in jar.name for jar in jars):
-        raise JarsMissingError(
-            f"Delta jars are not in {JAR_CACHE}/jars; run `make setup` "
-            "(or `python -m spark_jobs.execution.spark_session --fetch-jars`) once with network access"
-        )
-    return [str(jar) for jar in jars]
+    return _cached_jars(JAR_CACHE, "delta-spark", "Delta jars", "`make setup` (or `python -m "
+                        "spark_jobs.execution.spark_session --fetch-jars`)")
 
 
 def fetch_jars() -> list[str]:
     """Resolve Delta and its dependencies from Maven Central into the project cache."""
+    return _fetch_packages(DELTA_PACKAGE, JAR_CACHE, delta_jars)
+
+
+def _cached_jars(cache: Path, marker: str, what: str, command: str) -> list[str]:
+    """The jars under ``cache``/jars, when one of them is named with ``marker``; else raises
+    JarsMissingError saying which ``command`` fetches them."""
+    jars = sorted((cache / "jars").glob("*.jar"))
+    if not any(marker in jar.name for jar in jars):
+        raise JarsMissingError(f"{what} are not in {cache}/jars; run {command} once with network access")
+    return [str(jar) for jar in jars]
+
+
+def _fetch_packages(packages: str, cache: Path, cached: Callable[[], list[str]]) -> list[str]:
+    """``cached()``, after resolving ``packages`` from Maven Central into ``cache`` with Spark's
+    own Ivy resolver (a throw-away local session) if they are not there yet."""
     try:
-        return delta_jars()
+        return cached()
     except JarsMissingError:
         pass
     from pyspark.sql import SparkSession
 
     spark = (
         SparkSession.builder.master("local[1]")
-        .appName("fetch-delta-jars")
-        .config("spark.jars.packages", DELTA_PACKAGE)
-        .config("spark.jars.ivy", str(JAR_CACHE))
+        .appName("fetch-jars")
+        .config("spark.jars.packages", packages)
+        .config("spark.jars.ivy", str(cache))
         .config("spark.ui.enabled", "false")
         .getOrCreate()
     )
     spark.stop()
-    return delta_jars()
+    return cached()
 
 
 def s3a_enabled() -> bool:
@@ -193,33 +204,13 @@ def s3a_enabled() -> bool:
 
 def s3a_jars() -> list[str]:
     """The cached S3A jars (hadoop-aws and the AWS SDK bundle); raises with the fetch command."""
-    jars = sorted((S3A_JAR_CACHE / "jars").glob("*.jar"))
-    if not any("hadoop-aws" in jar.name for jar in jars):
-        raise JarsMissingError(
-            f"the S3A connector's jars are not in {S3A_JAR_CACHE}/jars; run "
-            "`python -m spark_jobs.execution.spark_session --fetch-s3a-jars` once with network access"
-        )
-    return [str(jar) for jar in jars]
+    return _cached_jars(S3A_JAR_CACHE, "hadoop-aws", "the S3A connector's jars",
+                        "`python -m spark_jobs.execution.spark_session --fetch-s3a-jars`")
 
 
 def fetch_s3a_jars() -> list[str]:
     """Resolve hadoop-aws and its AWS SDK bundle from Maven Central into the jar cache."""
-    try:
-        return s3a_jars()
-    except JarsMissingError:
-        pass
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("fetch-s3a-jars")
-        .config("spark.jars.packages", S3A_PACKAGE)
-        .config("spark.jars.ivy", str(S3A_JAR_CACHE))
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    spark.stop()
-    return s3a_jars()
+    return _fetch_packages(S3A_PACKAGE, S3A_JAR_CACHE, s3a_jars)
 
 
 def s3a_conf() -> dict[str, str]:
