@@ -93,7 +93,7 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
                 "source.path", f"{path} is not a {source.format} file ({', '.join(suffixes)})"
             )
         return [ArchiveFile(path, root_status.getLen(), root_status.getModificationTime())]
-    prefix = root_status.getPath().toString().rstrip("/") + "/"
+    root_path = root_status.getPath().toString()
     files = []
     # listFiles(recursive) is one flat listing on object stores, unlike a directory-by-directory
     # walk; hidden directories are therefore filtered by the relative path afterwards.
@@ -101,8 +101,7 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
     while entries.hasNext():
         status = entries.next()
         path = status.getPath().toString()
-        relative = path[len(prefix):] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
-        if is_data_file(relative, suffixes):
+        if is_data_file(_relative(path, root_path), suffixes):
             files.append(ArchiveFile(path, status.getLen(), status.getModificationTime()))
     return sorted(files, key=lambda f: f.path)
 
@@ -121,7 +120,6 @@ def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[Archive
         except ValueError as error:
             raise ConfigError("source.path", str(error)) from None
     suffixes = data_suffixes(source.format)
-    root = source.path.rstrip("/")
     listing = (
         spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(source.path)
         .select("path", "length", (F.unix_micros("modificationTime") // 1000).alias("mtime"))
@@ -129,10 +127,16 @@ def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[Archive
     )
     files = [
         ArchiveFile(row["path"], int(row["length"]), int(row["mtime"])) for row in listing
-        if is_data_file(row["path"][len(root) + 1:] if row["path"].startswith(root + "/")
-                        else row["path"].rsplit("/", 1)[-1], suffixes)
+        if is_data_file(_relative(row["path"], source.path), suffixes)
     ]
     return sorted(files, key=lambda f: f.path)
+
+
+def _relative(path: str, root: str) -> str:
+    """A listed file's path below the archive's root (its name, if the listing named it some
+    other way), for ``is_data_file``."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
 
 
 def read_archive(
