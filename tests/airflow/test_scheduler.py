@@ -13,32 +13,22 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from airflow_standalone import ROOT, AirflowCli, airflow_env, free_port, parse_time, standalone
 
 from spark_jobs.config import load_config
 from spark_jobs.execution.state.delta_rs import DeltaRsReader
 
 pytestmark = [pytest.mark.slow, pytest.mark.scheduler, pytest.mark.airflow]
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 DAG_ID = "replay__clicks_per_minute"
 INTERVALS = 6  # the demo's schedule: 22:00 to 23:00 in 10 minutes
 COMPARED = ("window_results", "window_latest", "late_events", "quarantine")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -49,27 +39,12 @@ def world(tmp_path_factory):
     base = tmp_path_factory.mktemp("replay-base")
     pipelines = base / "pipelines"
     pipelines.mkdir()
-    port = _free_port()
+    port = free_port()
     shutil.copy(ROOT / "include" / "pipelines" / "clicks_per_minute.yaml", pipelines)
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__PARALLELISM": "2",
-        # As the README: SQLite has one writer; a CLI write waits up to 60 s for the scheduler's
-        # instead of failing after Python's default 5 s.
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db?timeout=60",
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(port),
-        # Tasks report to the API server's execution API: on this test's port, not 8080.
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "REPLAY_PIPELINES_DIR": str(pipelines),
-        "REPLAY_BASE_DIR": str(base),
-    }
-    for key in ("AIRFLOW__CORE__UNIT_TEST_MODE", "REPLAY_TEST_AIRFLOW_HOME"):
-        env.pop(key, None)
+    # As the README: SQLite has one writer; a CLI write waits up to 60 s for the scheduler's
+    # instead of failing after Python's default 5 s.
+    env = airflow_env(home, base, pipelines, port,
+                      AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db?timeout=60")
 
     def run(*args: str, timeout: float = 300) -> str:
         # The busy timeout above should make lock errors rare; if one still happens, do what the
@@ -91,49 +66,9 @@ def world(tmp_path_factory):
     run("airflow", "db", "migrate")
     run("replay", "pools")
     run("airflow", "dags", "reserialize")
-    log = open(home / "standalone.log", "w")  # noqa: SIM115 - open for the server's lifetime
-    server = subprocess.Popen(["airflow", "standalone"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                              cwd=base, start_new_session=True)
-    try:
-        world = {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines}
-        _wait_for_api(world, port, server)
-        yield world
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
-
-
-def _json(out: str) -> list[dict]:
-    """The JSON a CLI command printed (Airflow's warnings may precede it on stdout)."""
-    return next((json.loads(line) for line in reversed(out.splitlines()) if line.startswith("[")), [])
-
-
-def _runs(world, dag_id: str) -> list[dict]:
-    """The DAG's runs, oldest logical date first (manual runs, which have none, last)."""
-    runs = _json(world["run"]("airflow", "dags", "list-runs", dag_id, "--output", "json"))
-    return sorted(runs, key=lambda r: (r["logical_date"] == "", r["logical_date"], r["run_after"]))
-
-
-def _task_states(world, dag_id: str, run_id: str) -> dict[str, dict]:
-    out = world["run"]("airflow", "tasks", "states-for-dag-run", dag_id, run_id, "--output", "json")
-    return {row["task_id"]: row for row in _json(out)}
-
-
-def _wait(world, dag_id: str, count: int, timeout: float) -> list[dict]:
-    """Wait until the DAG has ``count`` runs, all finished; fail with the server's log tail if not."""
-    deadline = time.monotonic() + timeout
-    runs: list[dict] = []
-    while time.monotonic() < deadline:
-        runs = _runs(world, dag_id)
-        if len(runs) >= count and all(r["state"] in ("success", "failed") for r in runs):
-            return runs
-        time.sleep(5)
-    tail = (world["home"] / "standalone.log").read_text()[-4000:]
-    pytest.fail(f"{dag_id}: {len(runs)} runs, states {[r['state'] for r in runs]} after {timeout}s\n{tail}")
+    with standalone(env, home, base, port):
+        yield {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines,
+               "airflow": AirflowCli(run, home)}
 
 
 def _config(world, path: Path):
@@ -149,39 +84,21 @@ def _config(world, path: Path):
             os.environ["REPLAY_BASE_DIR"] = previous
 
 
-def _wait_for_api(world, port: int, server) -> None:
-    """Until the API server answers (tasks report to it: started earlier, they fail and retry)."""
-    import urllib.request
-
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5):
-                return
-        except OSError:
-            time.sleep(2)
-    pytest.fail("the API server did not come up:\n" + (world["home"] / "standalone.log").read_text()[-4000:])
-
-
 def _tables(config) -> dict[str, list]:
     reader = DeltaRsReader(config)
     return {table: sorted(map(repr, reader.rows(f"SELECT * FROM {table}", {table: None})))
             for table in COMPARED}
 
 
-def _parse(moment: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(moment.replace("Z", "+00:00"))
-
-
 def test_readme_airflow_section_through_the_scheduler(world):
-    run = world["run"]
+    run, airflow = world["run"], world["airflow"]
     # 1. Unpausing runs the six intervals from schedule.start to schedule.end, and stops.
     run("airflow", "dags", "unpause", DAG_ID)
-    runs = _wait(world, DAG_ID, INTERVALS, timeout=900)
+    runs = airflow.wait(DAG_ID, INTERVALS, timeout=900)
     assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
     replayed = []
     for dag_run in runs:
-        states = _task_states(world, DAG_ID, dag_run["run_id"])
+        states = airflow.task_states(DAG_ID, dag_run["run_id"])
         assert states["check_interval"]["state"] == "success"
         assert states["replay_submit"]["state"] == "skipped"
         replayed.append(states["replay_local"]["state"])
@@ -201,7 +118,7 @@ def test_readme_airflow_section_through_the_scheduler(world):
     assert _tables(config) == expected
 
     # 2. The quality DAG ran on the asset events (unpaused from the start) and passed.
-    quality = _wait(world, "replay_quality", 1, timeout=600)
+    quality = airflow.wait("replay_quality", 1, timeout=600)
     assert {r["state"] for r in quality} == {"success"}, quality
 
     # 3. A backfill of the demo's intervals again: every run ends at the check, without Spark.
@@ -211,7 +128,7 @@ def test_readme_airflow_section_through_the_scheduler(world):
         "--reprocess-behavior", "completed")
 
     def rerun() -> list[dict]:  # the runs the backfill cleared and ran again
-        return [r for r in _runs(world, DAG_ID) if r["end_date"] and _parse(r["start_date"]) > created]
+        return [r for r in airflow.runs(DAG_ID) if r["end_date"] and parse_time(r["start_date"]) > created]
 
     deadline = time.monotonic() + 600
     while len(rerun()) < INTERVALS and time.monotonic() < deadline:
@@ -219,10 +136,10 @@ def test_readme_airflow_section_through_the_scheduler(world):
     backfilled = rerun()
     assert len(backfilled) == INTERVALS and {r["state"] for r in backfilled} == {"success"}, backfilled
     for dag_run in backfilled:
-        states = _task_states(world, DAG_ID, dag_run["run_id"])
+        states = airflow.task_states(DAG_ID, dag_run["run_id"])
         assert states["replay_local"]["state"] == "skipped", states
         check = states["check_interval"]
-        assert (_parse(check["end_date"]) - _parse(check["start_date"])).total_seconds() < 10, check
+        assert (parse_time(check["end_date"]) - parse_time(check["start_date"])).total_seconds() < 10, check
 
     # 4. A reprocess, with good and bad params: the results stay those of a clean replay.
     conf = {"pipeline": "clicks_per_minute", "from": "2023-11-14T22:20:00Z",
@@ -230,8 +147,8 @@ def test_readme_airflow_section_through_the_scheduler(world):
     run("airflow", "dags", "trigger", "replay_reprocess", "--conf", json.dumps(conf))
     bad = {**conf, "from": "2023-11-14T22:40:00Z"}  # after `to`: refused before anything is touched
     run("airflow", "dags", "trigger", "replay_reprocess", "--conf", json.dumps(bad))
-    reprocess = _wait(world, "replay_reprocess", 2, timeout=600)
-    states = {r["run_id"]: _task_states(world, "replay_reprocess", r["run_id"]) for r in reprocess}
+    reprocess = airflow.wait("replay_reprocess", 2, timeout=600)
+    states = {r["run_id"]: airflow.task_states("replay_reprocess", r["run_id"]) for r in reprocess}
     good = [s for s in states.values() if s["check_params"]["state"] == "success"]
     refused = [s for s in states.values() if s["check_params"]["state"] == "failed"]
     assert len(good) == 1 and len(refused) == 1, states
@@ -244,9 +161,9 @@ def test_readme_airflow_section_through_the_scheduler(world):
     # Runs of the pipeline never overlapped: its tasks in the one-slot pool, one at a time.
     spans = []
     for dag_id in (DAG_ID, "replay_reprocess"):
-        for dag_run in _runs(world, dag_id):
-            for task in _task_states(world, dag_id, dag_run["run_id"]).values():
+        for dag_run in airflow.runs(dag_id):
+            for task in airflow.task_states(dag_id, dag_run["run_id"]).values():
                 if task["task_id"].startswith(("replay_local", "reprocess__")) and task["state"] == "success":
-                    spans.append((_parse(task["start_date"]), _parse(task["end_date"])))
+                    spans.append((parse_time(task["start_date"]), parse_time(task["end_date"])))
     spans.sort()
     assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False)), spans

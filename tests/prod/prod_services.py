@@ -5,17 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-import socket
 import urllib.error
 import urllib.request
 
+from airflow_standalone import free_port
+
+__all__ = ["BUCKET", "free_port", "signed_put"]
+
 BUCKET = "replay"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def signed_put(endpoint: str, key: str, body: bytes, access: str, secret: str,

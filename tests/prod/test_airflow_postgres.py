@@ -11,16 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
-from prod_services import BUCKET, free_port
+from airflow_standalone import AirflowCli, airflow_env, free_port, parse_time, standalone
+from prod_services import BUCKET
 from test_object_storage import tables_local, tables_s3
 
 pytestmark = [pytest.mark.slow, pytest.mark.prod, pytest.mark.airflow, pytest.mark.spark]
@@ -57,29 +55,17 @@ def world(store, postgres, tmp_path_factory):
     pipelines = base / "pipelines"
     pipelines.mkdir()
     port = free_port()
-    env = {
-        **os.environ,
+    env = airflow_env(
+        home, base, pipelines, port,
         **store["keys"],  # S3A's credential chain reads them from the environment of every task
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "PYTHONPATH": os.pathsep.join(filter(None, [postgres["pythonpath"], os.environ.get("PYTHONPATH")])),
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__PARALLELISM": "2",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres["url"],
+        PYTHONPATH=os.pathsep.join(filter(None, [postgres["pythonpath"], os.environ.get("PYTHONPATH")])),
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgres["url"],
         # Airflow derives asyncpg for the async engine; psycopg 3 is async too.
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": postgres["url"].replace("+psycopg:", "+psycopg_async:"),
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "REPLAY_PIPELINES_DIR": str(pipelines),
-        "REPLAY_BASE_DIR": str(base),
-        "REPLAY_S3A_ENDPOINT": store["endpoint"],
-        "SPARK_MASTER": "local[2]",
-    }
-    for key in ("AIRFLOW__CORE__UNIT_TEST_MODE", "REPLAY_TEST_AIRFLOW_HOME"):
-        env.pop(key, None)
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC=postgres["url"].replace("+psycopg:", "+psycopg_async:"),
+        REPLAY_S3A_ENDPOINT=store["endpoint"],
+        SPARK_MASTER="local[2]",
+    )
 
     def run(*args: str, timeout: float = 600) -> str:
         done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=base, timeout=timeout)
@@ -96,73 +82,22 @@ def world(store, postgres, tmp_path_factory):
     run("airflow", "db", "migrate")
     run("replay", "pools")
     run("airflow", "dags", "reserialize")
-    log = open(home / "standalone.log", "w")  # noqa: SIM115 - open for the server's lifetime
-    server = subprocess.Popen(["airflow", "standalone"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                              cwd=base, start_new_session=True)
-    try:
-        world = {"run": run, "home": home, "base": base, "env": env, "store": store}
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    tail = (home / "standalone.log").read_text()[-4000:]
-                    pytest.fail(f"the API server did not come up:\n{tail}")
-                time.sleep(2)
-        yield world
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
-
-
-def _json(out: str) -> list[dict]:
-    return next((json.loads(line) for line in reversed(out.splitlines()) if line.startswith("[")), [])
-
-
-def _runs(world, dag_id: str) -> list[dict]:
-    runs = _json(world["run"]("airflow", "dags", "list-runs", dag_id, "--output", "json"))
-    return sorted(runs, key=lambda r: (r["logical_date"] == "", r["logical_date"], r["run_after"]))
-
-
-def _task_states(world, dag_id: str, run_id: str) -> dict[str, dict]:
-    out = world["run"]("airflow", "tasks", "states-for-dag-run", dag_id, run_id, "--output", "json")
-    return {row["task_id"]: row for row in _json(out)}
-
-
-def _wait(world, dag_id: str, count: int, timeout: float, since: dt.datetime | None = None) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    runs: list[dict] = []
-    while time.monotonic() < deadline:
-        runs = [r for r in _runs(world, dag_id)
-                if since is None or (r["start_date"] and _parse(r["start_date"]) > since)]
-        if len(runs) >= count and all(r["state"] in ("success", "failed") for r in runs):
-            return runs
-        time.sleep(5)
-    tail = (world["home"] / "standalone.log").read_text()[-4000:]
-    pytest.fail(f"{dag_id}: {len(runs)} runs, states {[r['state'] for r in runs]} after {timeout}s\n{tail}")
-
-
-def _parse(moment: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    with standalone(env, home, base, port):
+        yield {"run": run, "home": home, "base": base, "env": env, "store": store,
+               "airflow": AirflowCli(run, home)}
 
 
 def _seconds(dag_run: dict) -> float:
-    return (_parse(dag_run["end_date"]) - _parse(dag_run["start_date"])).total_seconds()
+    return (parse_time(dag_run["end_date"]) - parse_time(dag_run["start_date"])).total_seconds()
 
 
 def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
-    run, store = world["run"], world["store"]
+    run, store, airflow = world["run"], world["store"], world["airflow"]
     # 1. Unpausing: the scheduler runs the demo's six intervals; the tables go to the bucket.
     run("airflow", "dags", "unpause", DAG_ID)
-    runs = _wait(world, DAG_ID, INTERVALS, timeout=1200)
+    runs = airflow.wait(DAG_ID, INTERVALS, timeout=1200)
     assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
-    replayed = [_task_states(world, DAG_ID, r["run_id"])["replay_local"]["state"] for r in runs]
+    replayed = [airflow.task_states(DAG_ID, r["run_id"])["replay_local"]["state"] for r in runs]
     assert replayed == ["skipped", "skipped", "success", "success", "success", "success"], replayed
     print("scheduled runs (s):", [round(_seconds(r)) for r in runs])
 
@@ -176,7 +111,7 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     assert tables_s3(store, PREFIX) == expected
 
     # 2. The quality DAG ran on the asset events and passed.
-    quality = _wait(world, "replay_quality", 1, timeout=900)
+    quality = airflow.wait("replay_quality", 1, timeout=900)
     assert {r["state"] for r in quality} == {"success"}, quality
     print("replay_quality runs (s):", [round(_seconds(r)) for r in quality])
 
@@ -185,10 +120,10 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     run("airflow", "backfill", "create", "--dag-id", DAG_ID, "--max-active-runs", "1",
         "--from-date", "2023-11-14T22:20:00+00:00", "--to-date", "2023-11-14T22:30:00+00:00",
         "--reprocess-behavior", "completed")
-    backfilled = _wait(world, DAG_ID, 2, timeout=900, since=created)
+    backfilled = airflow.wait(DAG_ID, 2, timeout=900, since=created)
     assert len(backfilled) == 2 and {r["state"] for r in backfilled} == {"success"}, backfilled
     for dag_run in backfilled:
-        assert _task_states(world, DAG_ID, dag_run["run_id"])["replay_local"]["state"] == "skipped"
+        assert airflow.task_states(DAG_ID, dag_run["run_id"])["replay_local"]["state"] == "skipped"
     print("backfill runs (s):", [round(_seconds(r)) for r in backfilled])
 
     # 4. A reprocess with good and bad conf: the bad one refused before anything is touched; the
@@ -198,8 +133,8 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     run("airflow", "dags", "trigger", "replay_reprocess", "--conf", json.dumps(conf))
     bad = {**conf, "from": "2023-11-14T22:40:00Z"}  # after `to`
     run("airflow", "dags", "trigger", "replay_reprocess", "--conf", json.dumps(bad))
-    reprocess = _wait(world, "replay_reprocess", 2, timeout=900)
-    states = [_task_states(world, "replay_reprocess", r["run_id"]) for r in reprocess]
+    reprocess = airflow.wait("replay_reprocess", 2, timeout=900)
+    states = [airflow.task_states("replay_reprocess", r["run_id"]) for r in reprocess]
     good = [s for s in states if s["check_params"]["state"] == "success"]
     refused = [s for s in states if s["check_params"]["state"] == "failed"]
     assert len(good) == 1 and len(refused) == 1, states
