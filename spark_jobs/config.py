@@ -27,6 +27,9 @@ from .core.windows import WindowAssigner, assigner_from_dict
 from .exceptions import ConfigError
 
 FORMATS = ("jsonl", "parquet", "csv")
+#: How an archive's objects are named: ``kafka_connect`` = Kafka Connect's sink objects,
+#: ``<topic>+<partition>+<startOffset>.<ext>``, whose records carry neither partition nor offset.
+LAYOUTS = ("kafka_connect",)
 TYPES = ("string", "long", "double", "boolean")
 LATE_OUTPUTS = ("side_output", "drop")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -101,6 +104,8 @@ class SourceConfig:
     event_time_format: str | None = None
     #: Field names (keys, aggregated columns) read from a nested path: ``{user: payload.user}``.
     fields: dict[str, str] = field(default_factory=dict)
+    #: One of ``LAYOUTS``, or None: partition and offset then come from the object's name.
+    layout: str | None = None
 
     def path_of(self, name: str) -> tuple[str, ...]:
         """The path of a field in a record: ``fields``' entry, else the name, split at dots."""
@@ -487,12 +492,20 @@ class _Parser:
         for name, kind in types.items():
             if kind not in TYPES:
                 raise self.fail(f"{where}.types.{name}", f"must be one of {', '.join(TYPES)}")
+        layout = data.get("layout")
+        if layout is not None:
+            if layout not in LAYOUTS:
+                raise self.fail(f"{where}.layout", f"must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+            named = [opt for opt in ("partition", "offset") if names[opt]]
+            if named:
+                raise self.fail(f"{where}.{named[0]}", f"comes from the object names with layout {layout} "
+                                "(<topic>+<partition>+<startOffset>.<ext>): leave it out")
         unknown = sorted(set(data) - {"path", "format", "event_time", "types", "event_time_format",
-                                      "fields", *names, *extra})
+                                      "fields", "layout", *names, *extra})
         if unknown:
             raise self.fail(f"{where}.{unknown[0]}", "unknown setting")
         return SourceConfig(resolve_path(path), fmt, event_time, types=dict(types),
-                            event_time_format=time_format, fields=dict(fields), **names)
+                            event_time_format=time_format, fields=dict(fields), layout=layout, **names)
 
     def parse_join(self, data: dict[str, Any], left_watermark: WatermarkConfig,
                    left: SourceConfig) -> JoinConfig | None:

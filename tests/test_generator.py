@@ -360,6 +360,25 @@ def test_zstd_and_csv_archives_hold_the_same_records(tmp_path: Path) -> None:
     assert read == rows and Path(text.files[0]).read_text().startswith('"event_id","user_id","ts"')
 
 
+def test_kafka_connect_objects_are_named_by_their_first_offset(tmp_path: Path) -> None:
+    """The sink's names: the topic (the kind), the partition and the first line's offset, which is
+    what the record's own ``offset`` says; the lines are the plain JSON Lines archive's."""
+    import json
+
+    spec = replace(SPEC, events=3_000, files_per_partition=2)
+    plain = generate_archive(tmp_path / "plain", spec)
+    objects = generate_archive(tmp_path / "kc", replace(spec, format="kafka_connect"))
+    relative = [str(Path(f).relative_to(tmp_path / "kc")) for f in objects.files]
+    assert relative[0] == f"topics/{spec.kind}/partition=0/{spec.kind}+0+0000000000.json"
+    for path in objects.files:
+        first = json.loads(Path(path).read_text().splitlines()[0])
+        assert Path(path).name == f"{spec.kind}+{first['partition']}+{first['offset']:010d}.json"
+    assert b"".join(Path(f).read_bytes() for f in objects.files) == b"".join(
+        Path(f).read_bytes() for f in plain.files)
+    again = generate_archive(tmp_path / "kc", replace(spec, format="kafka_connect", partitions=1))
+    assert sorted(str(p) for p in (tmp_path / "kc").rglob("*.json")) == sorted(again.files)
+
+
 def test_parquet_archive_has_typed_columns(tmp_path: Path) -> None:
     summary = generate_archive(tmp_path, replace(SPEC, events=5_000, format="parquet"))
     table = pq.read_table(summary.files[0])

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..config import pattern_has_zone
+from .archive_files import KAFKA_CONNECT_NAME, first_record_line
 
 if TYPE_CHECKING:
     from ..config import PipelineConfig
@@ -181,6 +182,15 @@ def validate(
         typing["_ingest_time"] = time_ms(source.ingest_time)
     if source.offset:
         typing["_offset"] = F.trim(texts[source.offset]).try_cast("bigint")
+    named = source.layout == "kafka_connect"
+    if named:  # Kafka's partition and offset: the object's name and the record's place in it
+        def name_part(group: int) -> Column:
+            return F.regexp_extract(F.col("_file"), KAFKA_CONNECT_NAME, group)
+
+        typing["_named_partition"] = F.when(
+            name_part(1) != "", F.concat(name_part(1), F.lit("-"), name_part(2)))
+        typing["_offset"] = (name_part(3).try_cast("bigint") + F.col("_line")
+                             - F.lit(first_record_line(source.format)))
     value_names = {c: f"_typed{i}" for i, c in enumerate(config.value_columns())}
     for column, name in value_names.items():
         typing[name] = _typed_value(texts[column], config.column_type(column))
@@ -208,6 +218,8 @@ def validate(
         typed["_offset"] = F.col("_offset")
         type_errors.append(F.when(typed["_offset"].isNull(), F.concat(
             shown(source.offset), F.lit(" is not a long"))))
+    if named:
+        typed["_offset"] = F.col("_offset")
     for column in config.value_columns():
         kind = config.column_type(column)
         value = F.col(value_names[column])
@@ -219,6 +231,11 @@ def validate(
 
     outcome = F.when(F.col("_pre_reason").isNotNull(),
                      F.struct(F.col("_pre_reason").alias("r"), F.col("_pre_detail").alias("d")))
+    if named:
+        outcome = outcome.when(F.col("_named_partition").isNull(), F.struct(
+            F.lit("invalid_object_name").alias("r"),
+            F.lit("not named <topic>+<partition>+<startOffset>.<ext> (source.layout kafka_connect)")
+            .alias("d")))
     outcome = (
         outcome.when(any_missing, F.struct(
             F.lit("missing_field").alias("r"),
@@ -236,7 +253,8 @@ def validate(
         outcome.alias("_outcome"),
         event_ms.alias("_event_time"),
         typed.get("_ingest_time", F.lit(None).cast("bigint")).alias("_ingest_time"),
-        (texts[source.partition] if source.partition else F.lit("0")).alias("_partition"),
+        (F.col("_named_partition") if named else texts[source.partition] if source.partition
+         else F.lit("0")).alias("_partition"),
         typed.get("_offset", F.lit(None).cast("bigint")).alias("_offset"),
         (texts[source.id] if source.id else F.lit(None).cast("string")).alias("_id"),
         *[texts[k].alias(k) for k in config.key],

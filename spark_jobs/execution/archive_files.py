@@ -8,6 +8,7 @@ path strings, so that deciding whether an Airflow interval has anything to do ne
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
@@ -19,8 +20,13 @@ _SUFFIXES = {"jsonl": JSONL_SUFFIXES, "parquet": PARQUET_SUFFIXES, "csv": CSV_SU
 #: Every quarantine ``reason`` (the readers' and the quality suite's one list; here, free of Spark).
 QUARANTINE_REASONS = (
     "malformed_json", "malformed_csv", "not_an_object", "missing_field", "invalid_type",
-    "invalid_timestamp", "truncated_gzip", "truncated_zstd", "unreadable_file",
+    "invalid_timestamp", "truncated_gzip", "truncated_zstd", "unreadable_file", "invalid_object_name",
 )
+
+#: Kafka Connect's sink object name, ``<topic>+<partition>+<startOffset>.<ext>`` (a topic name is
+#: ``[A-Za-z0-9._-]``, so ``+`` only separates); a Java regular expression too (Spark SQL reads it).
+KAFKA_CONNECT_NAME = r"(?:^|/)([A-Za-z0-9._-]+)\+([0-9]+)\+([0-9]+)\.[^/]*$"
+_KAFKA_CONNECT_NAME = re.compile(KAFKA_CONNECT_NAME)
 
 
 @dataclass(frozen=True)
@@ -46,15 +52,41 @@ def is_data_file(relative: str, suffixes: tuple[str, ...]) -> bool:
     return relative.lower().endswith(suffixes)
 
 
+def first_record_line(source_format: str) -> int:
+    """The line (Parquet: row) number of a file's first record: CSV files start with a header."""
+    return 2 if source_format == "csv" else 1
+
+
+def kafka_connect_position(path: str) -> tuple[str, int, int] | None:
+    """``(topic, partition, start offset)`` from a Kafka Connect object's name, or None."""
+    named = _KAFKA_CONNECT_NAME.search(path)
+    return (named[1], int(named[2]), int(named[3])) if named else None
+
+
+def in_archive_order(files: list[ArchiveFile], layout: str | None) -> list[ArchiveFile]:
+    """``files`` in the order they arrived, which is the replay order of records without an ingest
+    time: by path; with the ``kafka_connect`` layout by topic, partition and start offset as
+    numbers (Kafka Connect pads offsets to 10 digits by default, but need not), objects whose name
+    does not parse last, by path (their records are quarantined)."""
+    if layout != "kafka_connect":
+        return sorted(files, key=lambda f: f.path)
+
+    def position(f: ArchiveFile) -> tuple:
+        named = kafka_connect_position(f.path)
+        return (0, *named, f.path) if named else (1, "", 0, 0, f.path)
+
+    return sorted(files, key=position)
+
+
 def hadoop_local_path(path: str) -> str:
     """The string Hadoop's local file system gives a path: ``file:`` and the absolute path."""
     return "file:" + os.path.abspath(path)
 
 
-def list_local_archive(root: str, source_format: str) -> list[ArchiveFile]:
-    """The data files of an archive on the local disk, sorted by path, named and timed as
-    ``sources.list_archive`` names and times them. Raises FileNotFoundError when ``root`` is
-    missing and ValueError when it is a file of another format."""
+def list_local_archive(root: str, source_format: str, layout: str | None = None) -> list[ArchiveFile]:
+    """The data files of an archive on the local disk, in archive order (``in_archive_order``),
+    named and timed as ``sources.list_archive`` names and times them. Raises FileNotFoundError
+    when ``root`` is missing and ValueError when it is a file of another format."""
     suffixes = data_suffixes(source_format)
     if os.path.isfile(root):
         if not root.lower().endswith(suffixes):
@@ -68,7 +100,7 @@ def list_local_archive(root: str, source_format: str) -> list[ArchiveFile]:
             path = os.path.join(directory, name)
             if is_data_file(os.path.relpath(path, root).replace(os.sep, "/"), suffixes):
                 files.append(_archive_file(path))
-    return sorted(files, key=lambda f: f.path)
+    return in_archive_order(files, layout)
 
 
 def _archive_file(path: str) -> ArchiveFile:

@@ -67,7 +67,8 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
              if versions[1] is None or reader.restored_to(table) != versions[1]}
     if ahead:
         return PendingWork(True, f"tables ahead of the commit log ({', '.join(sorted(ahead))}): to restore")
-    listed = [f for source in sources for f in list_local_archive(local_path(source.path), source.format)]
+    listed = [f for source in sources
+              for f in list_local_archive(local_path(source.path), source.format, source.layout)]
     new = [f.path for f in listed if f.path not in known]
     if new:
         return PendingWork(True, f"{len(new)} new archive file(s), e.g. {new[0]}")

@@ -50,7 +50,14 @@ from ..config import local_path
 from ..exceptions import ConfigError
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
 from .archive_csv import read_csv
-from .archive_files import QUARANTINE_REASONS, ArchiveFile, data_suffixes, is_data_file, list_local_archive
+from .archive_files import (
+    QUARANTINE_REASONS,
+    ArchiveFile,
+    data_suffixes,
+    in_archive_order,
+    is_data_file,
+    list_local_archive,
+)
 from .archive_jsonl import gzip_lines, plain_and_gzip, read_jsonl
 from .archive_parquet import parquet_footers, read_parquet
 from .spark_session import is_connect
@@ -103,7 +110,7 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
         path = status.getPath().toString()
         if is_data_file(_relative(path, root_path), suffixes):
             files.append(ArchiveFile(path, status.getLen(), status.getModificationTime()))
-    return sorted(files, key=lambda f: f.path)
+    return in_archive_order(files, source.layout)
 
 
 def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]:
@@ -114,7 +121,7 @@ def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[Archive
     local = local_path(source.path)
     if local is not None:
         try:
-            return list_local_archive(local, source.format)
+            return list_local_archive(local, source.format, source.layout)
         except FileNotFoundError:
             raise ConfigError("source.path", f"no such file or directory: {source.path}") from None
         except ValueError as error:
@@ -129,7 +136,7 @@ def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[Archive
         ArchiveFile(row["path"], int(row["length"]), int(row["mtime"])) for row in listing
         if is_data_file(_relative(row["path"], source.path), suffixes)
     ]
-    return sorted(files, key=lambda f: f.path)
+    return in_archive_order(files, source.layout)
 
 
 def _relative(path: str, root: str) -> str:

@@ -99,6 +99,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import zstandard
 
+from ..execution.archive_files import kafka_connect_position
 from .events import CORRUPT, DUPLICATE, Chunk, PartitionStream, Plan
 from .serialize import Serializer
 from .spec import DEMO_SPEC, FORMATS, KINDS, PAGE_WEIGHTS, PAGES, GenerateSummary, GeneratorSpec
@@ -183,9 +184,11 @@ def _write_partition(plan: Plan, root: Path, partition: int) -> _PartitionResult
     stream = PartitionStream(plan, partition)
     serializer = Serializer(plan, partition)
     directory = root / f"partition={partition}"
+    if spec.format == "kafka_connect":
+        directory = root / "topics" / spec.kind / f"partition={partition}"
     for index, (first, end) in enumerate(plan.file_bounds(partition)):
         directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"part-{index:05d}.{spec.format}"
+        final = directory / _file_name(spec, partition, index, first)
         temporary = directory / f".{final.name}.inprogress"
         chunks = _counted(
             (stream.chunk(start, min(CHUNK_ROWS, end - start)) for start in range(first, end, CHUNK_ROWS)),
@@ -195,11 +198,22 @@ def _write_partition(plan: Plan, root: Path, partition: int) -> _PartitionResult
             _write_parquet(temporary, chunks, serializer)
         elif spec.format == "csv":
             _write_csv(temporary, chunks, serializer)
+        elif spec.format == "kafka_connect":
+            _write_jsonl(temporary, chunks, serializer, codec="")
         else:
             _write_jsonl(temporary, chunks, serializer, codec=spec.format.partition(".")[2])
         temporary.replace(final)
         result.files.append(str(final))
     return result
+
+
+def _file_name(spec: GeneratorSpec, partition: int, index: int, first_line: int) -> str:
+    """``part-<index>.<format>``; Kafka Connect's S3 sink names an object by its topic, partition
+    and first record's offset (a line's offset is its number in the partition: ``Chunk.offset``),
+    zero-padded to 10 digits as its default ``filename.offset.zero.pad.width`` does."""
+    if spec.format == "kafka_connect":
+        return f"{spec.kind}+{partition}+{first_line:010d}.json"
+    return f"part-{index:05d}.{spec.format}"
 
 
 def _write_jsonl(path: Path, chunks: Iterator[Chunk], serializer: Serializer, codec: str) -> None:
@@ -258,11 +272,12 @@ def _counted(chunks: Iterator[Chunk], result: _PartitionResult) -> Iterator[Chun
 
 
 def _remove_previous_archive(root: Path) -> None:
-    for directory in root.glob("partition=*"):
+    for directory in [*root.glob("partition=*"), *root.glob("topics/*/partition=*")]:
         if not directory.is_dir():
             continue
         for entry in directory.iterdir():
-            if entry.name.startswith(("part-", ".part-")) and entry.is_file():
+            if entry.is_file() and (entry.name.startswith(("part-", ".part-"))
+                                    or kafka_connect_position(entry.name.lstrip(".")) is not None):
                 entry.unlink()
         if not any(directory.iterdir()):
             directory.rmdir()

@@ -317,7 +317,7 @@ def test_each_quarantine_reason(jsonl, archive):
     assert {line: r["_id"] for line, r in records.items()} == {first_good: "g1", first_good + 1: "g2"}
     assert records[first_good + 1]["region"] == '{"nested":[1]}'  # a key is any value's JSON text
     # The archive has every reason but those of other formats (tests/spark/test_source_shapes.py).
-    others = {"malformed_csv", "truncated_zstd"}
+    others = {"malformed_csv", "truncated_zstd", "invalid_object_name"}
     assert {r["reason"] for r in jsonl["bad"]} == set(QUARANTINE_REASONS) - others
 
 
