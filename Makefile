@@ -35,7 +35,7 @@ test-connect: setup
 		--ignore=tests/spark/test_connect_server.py --ignore=tests/spark/test_session_start.py
 
 test-connect-smoke: setup
-	$(MAKE) test-connect CONNECT_TESTS="tests/spark/test_worked_example.py tests/spark/test_pending_work.py"
+	$(MAKE) test-connect CONNECT_TESTS="tests/spark/test_worked_example.py tests/spark/test_pending_work.py tests/spark/test_connect_orphans.py"
 
 # The production topology without Docker: archives and Delta tables on a real S3 server (SeaweedFS,
 # built once into .cache), Airflow on PostgreSQL; services from scripts/services. Too slow for CI here

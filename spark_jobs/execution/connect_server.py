@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..exceptions import ConfigError, ReplayError
 from .spark_session import PROJECT_ROOT, session_conf
@@ -285,21 +286,26 @@ def probe(host: str, port: int) -> None:
     and, for a specific non-loopback address, sends the bearer header over plaintext to its own
     host (never leaving it).
     """
-    from pyspark.sql.connect.client.core import DefaultChannelBuilder
     from pyspark.sql.connect.session import SparkSession
 
-    token = os.environ.get(TOKEN_ENV, "").strip() or None
-    client_host = _client_host(host)
-    if token is None or client_host == "localhost":
-        builder = DefaultChannelBuilder(f"sc://{client_host}:{port}" + (f"/;token={token}" if token else ""))
-    else:
-        builder = _plaintext_bearer(f"sc://{client_host}:{port}", token)
-    spark = SparkSession.builder.channelBuilder(builder).create()
+    spark = SparkSession.builder.channelBuilder(channel_builder(host, port)).create()
     try:
         if spark.sql("SELECT 1 AS one").collect()[0].one != 1:
             raise ServerError("SELECT 1 did not return 1")
     finally:
         spark.client.close()
+
+
+def channel_builder(host: str, port: int) -> Any:
+    """A channel to a server on this machine bound to ``host``, with the token from the
+    environment if any (see ``probe``)."""
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+
+    token = os.environ.get(TOKEN_ENV, "").strip() or None
+    client_host = _client_host(host)
+    if token is None or client_host == "localhost":
+        return DefaultChannelBuilder(f"sc://{client_host}:{port}" + (f"/;token={token}" if token else ""))
+    return _plaintext_bearer(f"sc://{client_host}:{port}", token)
 
 
 def _plaintext_bearer(url: str, token: str):

@@ -36,7 +36,7 @@ def pipeline_lock(config: PipelineConfig, spark: Any = None) -> Iterator[None]:
     local = local_path(path)
     if local is not None:
         os.makedirs(local, exist_ok=True)
-        with _flock(os.path.join(local, LOCK_NAME), config.name, _jvm_pid(spark)):
+        with _flock(os.path.join(local, LOCK_NAME), config.name, _jvm_pid(spark), spark):
             yield
     else:
         with _lease(spark, f"{path.rstrip('/')}/{LOCK_NAME}", config.name):
@@ -85,8 +85,13 @@ def _wait_for_orphan_jvm(previous_holder: str, own_jvm: int | None) -> None:
 
 
 @contextlib.contextmanager
-def _flock(lock_path: str, name: str, jvm_pid: int | None = None) -> Iterator[None]:
+def _flock(lock_path: str, name: str, jvm_pid: int | None = None, spark: Any = None) -> Iterator[None]:
+    """The lock on a local lakehouse: ``flock`` on a file naming its holder. A holder killed
+    mid-run leaves its name, and what it may still be running is waited for: its driver JVM, or
+    its Spark Connect session's operations (``connect_orphans``)."""
     import fcntl
+
+    from .connect_orphans import session_holder, wait_for_orphan_operations
 
     handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the lock's lifetime
     try:
@@ -100,11 +105,14 @@ def _flock(lock_path: str, name: str, jvm_pid: int | None = None) -> Iterator[No
                 f"wait for it to finish (lock: {lock_path})"
             ) from None
         handle.seek(0)
-        _wait_for_orphan_jvm(handle.read(), jvm_pid)
+        previous = handle.read()
+        _wait_for_orphan_jvm(previous, jvm_pid)
+        wait_for_orphan_operations(previous, spark)
         handle.seek(0)
         handle.truncate()
         jvm = f" jvm {jvm_pid}:{_process_start(jvm_pid)}" if jvm_pid is not None else ""
-        handle.write(f"pid {os.getpid()}{jvm} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        handle.write(f"pid {os.getpid()}{jvm}{session_holder(spark)} "
+                     f"since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
         handle.flush()
         try:
             yield
