@@ -26,10 +26,10 @@ test-cluster: setup
 test-airflow: setup
 	$(PYTEST) -m scheduler -q
 
-# The Spark tests again, every session a Spark Connect client of one server (`replay server start`)
+# The Spark and data-quality tests again, every session a Spark Connect client of one server (`replay server start`)
 # that the run starts and stops; the same assertions, so the same tables as in-process.
 # About 27 minutes under load here: run on purpose. CI runs the smoke part (about 3 minutes).
-CONNECT_TESTS ?= tests/spark
+CONNECT_TESTS ?= tests/spark tests/quality
 test-connect: setup
 	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow" -q $(CONNECT_TESTS) \
 		--ignore=tests/spark/test_connect_server.py --ignore=tests/spark/test_session_start.py

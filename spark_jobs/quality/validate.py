@@ -204,6 +204,10 @@ def _run_suites(
 
     context = _gx_context()
     source = context.data_sources.add_or_update_spark(name=f"replay_{snapshot.config.name}", persist=False)
+    # GX's engine would otherwise find a session of its own: over Spark Connect a new one, which
+    # cannot see the temporary view the row rules (unexpected_rows) query. GX's datasource hands
+    # its private session to the engine it builds.
+    source._spark = snapshot.spark
     identifier = RunIdentifier(run_name=run_id, run_time=run_time)
     outcomes: list[ExpectationOutcome] = []
     for table in TABLE_SUITES:

@@ -193,6 +193,8 @@ def test_connect_mode_fails_clearly_when_the_connections_server_is_down(tmp_path
     with pytest.raises(SparkServerUnavailableError, match=f"sc://localhost:{port}") as raised:
         orch.replay_interval(str(path))
     assert "s3cret" not in str(raised.value)
+    with pytest.raises(SparkServerUnavailableError, match=f"sc://localhost:{port}"):
+        orch.validate_quality(str(path))  # the quality task is a client of the same server
     assert not (tmp_path / "out").exists()
     assert orch.default_args()["retries"] >= 1
 
