@@ -233,3 +233,56 @@ def test_two_pipelines_share_one_server_and_one_pipeline_twice_is_refused(spark,
     assert down.returncode == 1 and f"no Spark Connect server answers at sc://localhost:{port}" in down.stderr
     if not overlapped:  # the first run ended before the overlapping one asked for the lock
         pytest.skip("the overlapping run came too late to meet the lock (the rest was checked)")
+
+
+@pytest.mark.spark
+@pytest.mark.slow  # two server JVMs and three client processes: about three minutes here
+def test_a_server_killed_mid_pass_leaves_exactly_once_to_the_next_run(spark, tmp_path, monkeypatch):
+    """The server dies (SIGKILL to its process group) while a client's run is mid-way through its
+    passes; a new server, and the same run again, end with the tables of an in-process replay."""
+    import signal
+    import time
+
+    from replay_helpers import run_cli, snapshot, write_archive, write_pipeline
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    archive = write_archive(tmp_path / "archive", records=3_000, keys=5, files=3)
+    configs = {name: write_pipeline(tmp_path / f"{name}.yaml", archive, tmp_path / name, name=name,
+                                    batch={"max_records": 300, "pass_max_records": 300})
+               for name in ("killed", "local")}
+    assert run_cli("run", str(configs["local"]), "--finalize").returncode == 0
+    commits = tmp_path / "killed" / "replay_log" / "_delta_log"
+    for attempt, kill in (("first", True), ("again", False)):
+        port, state = _free_port(), tmp_path / f"connect-{attempt}"
+        pid = _start(state, port)
+        env = {**os.environ, "SPARK_REMOTE": f"sc://localhost:{port}"}
+        env.pop("SPARK_MASTER", None)
+        client = subprocess.Popen(
+            [sys.executable, "-m", "spark_jobs.interfaces.cli", "run", str(configs["killed"]), "--finalize"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            if kill:  # after the second commit: passes done and passes to come
+                deadline = time.time() + 300
+                while (len(list(commits.glob("*.json"))) < 2 and client.poll() is None
+                       and time.time() < deadline):
+                    time.sleep(0.2)
+                assert client.poll() is None, "the run ended before the server could be killed"
+                os.killpg(pid, signal.SIGKILL)
+                try:  # the client fails (or retries the address for a while: then it is killed too)
+                    client.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    client.kill()
+                assert client.wait() != 0
+                while _group_members(pid):
+                    time.sleep(0.2)
+            else:
+                out, err = client.communicate(timeout=900)
+                assert client.returncode == 0, err[-3000:]
+        finally:
+            if client.poll() is None:
+                client.kill()
+            if not kill:
+                _stop_and_check_gone(state, port, pid)
+    expected = snapshot(spark, tmp_path / "local")
+    assert expected["window_results"]
+    assert snapshot(spark, tmp_path / "killed") == expected
