@@ -26,7 +26,7 @@ from .core.watermarks import WatermarkConfig
 from .core.windows import WindowAssigner, assigner_from_dict
 from .exceptions import ConfigError
 
-FORMATS = ("jsonl", "parquet", "csv")
+FORMATS = ("jsonl", "parquet", "csv", "avro")
 TYPES = ("string", "long", "double", "boolean")
 LATE_OUTPUTS = ("side_output", "drop")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")

@@ -48,6 +48,7 @@ from pyspark.sql import functions as F
 
 from ..config import local_path
 from ..exceptions import ConfigError
+from .archive_avro import avro_record_count, read_avro
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
 from .archive_csv import read_csv
 from .archive_files import QUARANTINE_REASONS, ArchiveFile, data_suffixes, is_data_file, list_local_archive
@@ -167,6 +168,8 @@ def check_archive(
         return read_parquet(spark, config, files, indexes, only)
     if config.source.format == "csv":
         return read_csv(spark, config, files, indexes, only)
+    if config.source.format == "avro":
+        return read_avro(spark, config, files, indexes, only)
     return read_jsonl(spark, config, files, indexes, only)
 
 
@@ -198,6 +201,8 @@ def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveF
         return 0
     if config.source.format == "parquet":
         return sum(rows for _, rows in parquet_footers(spark, files))
+    if config.source.format == "avro":
+        return avro_record_count(spark, files)
     if config.source.format == "csv":  # every line, the headers too: an upper bound
         return gzip_lines(spark, files, {f.path: i for i, f in enumerate(files)}).count()
     plain, packed = plain_and_gzip(files)
