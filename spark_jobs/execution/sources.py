@@ -33,6 +33,10 @@ same splitter and parsed line by line (``archive_csv``). A field may be a nested
 (``payload.ts``): JSON Lines and CSV read it from the top-level field's JSON text, Parquet through
 its structs (``archive_checks.nested_texts``/``schema_texts``).
 
+Avro files (``archive_avro``) are checked block by block first, then read by Spark's Avro source;
+a record's ``_line`` is its 1-based number in its file, and a damaged file keeps the records of
+its sound blocks and leaves one ``unreadable_file`` row.
+
 This module is the readers' entry (listing, ``check_archive``, ``accepted``/``rejected``,
 ``line_count``); the formats are ``archive_jsonl`` (with ``archive_lines``, the line splitter),
 ``archive_parquet`` and ``archive_csv``, and the typing and checks they share ``archive_checks``.

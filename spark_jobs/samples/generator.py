@@ -2,7 +2,7 @@
 
 ``generate_archive(out_dir, spec)`` writes what a Kafka-to-object-store sink leaves behind::
 
-    out_dir/partition=0/part-00000.jsonl      (or .jsonl.gz, .jsonl.zst, .parquet, .csv)
+    out_dir/partition=0/part-00000.jsonl      (or .jsonl.gz, .jsonl.zst, .parquet, .csv, .avro)
     out_dir/partition=0/part-00001.jsonl
     out_dir/partition=1/part-00000.jsonl
     ...
@@ -32,6 +32,9 @@ number, then the name). Each JSON line is one object in the ``json.dumps`` spell
   line a row, strings quoted, a null as an empty value; its corrupt rows are Parquet's.
 * Parquet has the same columns in the same order: strings, ``ts`` int64 (string with
   ``iso_timestamps``), ``ingest_ts`` and ``offset`` int64, ``partition`` int32, doubles.
+* Avro (``avro``) is the Parquet table as Avro records (``avro_writer``: deflate, blocks of 4,000
+  records, every field nullable, an integer ``ts`` a ``timestamp-millis``); its corrupt rows are
+  Parquet's.
 
 Counting (what :class:`GenerateSummary` reports):
 
@@ -99,6 +102,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import zstandard
 
+from .avro_writer import write_avro
 from .events import CORRUPT, DUPLICATE, Chunk, PartitionStream, Plan
 from .serialize import Serializer
 from .spec import DEMO_SPEC, FORMATS, KINDS, PAGE_WEIGHTS, PAGES, GenerateSummary, GeneratorSpec
@@ -195,6 +199,8 @@ def _write_partition(plan: Plan, root: Path, partition: int) -> _PartitionResult
             _write_parquet(temporary, chunks, serializer)
         elif spec.format == "csv":
             _write_csv(temporary, chunks, serializer)
+        elif spec.format == "avro":
+            write_avro(temporary, (serializer.table(chunk) for chunk in chunks), final.name)
         else:
             _write_jsonl(temporary, chunks, serializer, codec=spec.format.partition(".")[2])
         temporary.replace(final)

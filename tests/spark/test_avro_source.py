@@ -249,3 +249,31 @@ def test_a_run_over_damaged_avro_goes_on_and_reconciles(spark, tmp_path):
     reasons = spark.read.format("delta").load(str(out / "quarantine")).select("reason").collect()
     assert [r["reason"] for r in reasons] == ["unreadable_file"] * (len(expected) - 1)
     assert table_rows(spark, out, "window_results"), "the sound records should fire windows"
+
+
+# ---- replay generate --format avro --------------------------------------------------------------
+def test_a_generated_avro_archive_reads_like_its_parquet_twin(spark, tmp_path):
+    """``replay generate --format avro`` writes the Parquet archive's rows (its corrupt ones too:
+    a null ``ts`` or key); the reader gives the same records and the same quarantine reasons."""
+    def read(fmt: str) -> tuple[list[tuple], list[tuple]]:
+        archive = tmp_path / fmt
+        result = cli("generate", str(archive), "--events", "3000", "--format", fmt,
+                     "--corrupt-fraction", "0.02", "--partitions", "2")
+        assert result.returncode == 0, result.stderr
+        config = parse_config({
+            "name": "generated", "key": ["user_id"], "window": {"type": "tumbling", "size": "1m"},
+            "source": {"path": str(archive), "format": fmt, "event_time": "ts", "ingest_time": "ingest_ts",
+                       "partition": "partition", "offset": "offset", "id": "event_id"},
+            "aggregates": {"total": "sum(value)"}, "output": {"path": str(tmp_path / f"out-{fmt}")},
+        })
+        records, quarantine = read_archive(spark, config, list_archive(spark, config.source))
+        columns = ["_file_index", "_line", "_event_time", "_ingest_time", "_partition", "_offset", "_id",
+                   "user_id", "value"]
+        return (sorted(tuple(r) for r in records.select(*columns).collect()),
+                sorted((r["line"], r["reason"]) for r in quarantine.collect()))
+
+    avro_records, avro_bad = read("avro")
+    parquet_records, parquet_bad = read("parquet")
+    assert len(avro_records) > 2500 and avro_bad, "some corrupt rows should be quarantined"
+    assert avro_records == parquet_records
+    assert avro_bad == parquet_bad and {reason for _, reason in avro_bad} == {"missing_field"}
