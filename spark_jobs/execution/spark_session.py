@@ -481,7 +481,8 @@ def _check_java() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--fetch-jars", action="store_true", help="resolve Delta jars into the cache")
+    parser.add_argument("--fetch-jars", action="store_true",
+                        help="resolve Delta's and spark-avro's jars into the cache")
     parser.add_argument("--fetch-s3a-jars", action="store_true",
                         help="resolve the S3A connector (hadoop-aws, AWS SDK bundle) into the cache")
     parser.add_argument("--build-jar", action="store_true",
