@@ -70,16 +70,30 @@ class AvroCheck:
     schema: str | None  #: the writer's schema (JSON); None when the header is unreadable
 
 
+#: Checks already made in this process, by file (path, size, modification time): an ingest reads
+#: its files more than once (the bound, the records, the quarantined rows again), and a listed
+#: file that changes is a new key. Bounded: cleared when it grows past _CHECKED_MAX.
+_CHECKED: dict[ArchiveFile, AvroCheck] = {}
+_CHECKED_MAX = 100_000
+
+
 def avro_checks(spark: SparkSession, files: list[ArchiveFile]) -> list[AvroCheck]:
-    """Each file's ``AvroCheck``, in ``files``' order; computed on the executors."""
-    spark.udf.registerJavaFunction(_BLOCKS_FUNCTION, _BLOCKS_CLASS, _BLOCKS_TYPE)
-    paths = spark.createDataFrame([(i, f.path) for i, f in enumerate(files)], "i int, path string")
-    rows = paths.select("i", F.call_udf(_BLOCKS_FUNCTION, F.col("path")).alias("c")).collect()
-    found = {row["i"]: row["c"] for row in rows}
-    return [
-        AvroCheck(c["problem"], int(c["at"]), c["raw"], int(c["records"]), c["schema"])
-        for c in (found[i] for i in range(len(files)))
-    ]
+    """Each file's ``AvroCheck``, in ``files``' order; computed on the executors (one Spark job
+    for the files not checked before by this process)."""
+    found = {f: _CHECKED[f] for f in files if f in _CHECKED}
+    todo = list(dict.fromkeys(f for f in files if f not in found))
+    if todo:
+        spark.udf.registerJavaFunction(_BLOCKS_FUNCTION, _BLOCKS_CLASS, _BLOCKS_TYPE)
+        paths = spark.createDataFrame([(i, f.path) for i, f in enumerate(todo)], "i int, path string")
+        rows = paths.select("i", F.call_udf(_BLOCKS_FUNCTION, F.col("path")).alias("c")).collect()
+        for row in rows:
+            c = row["c"]
+            found[todo[row["i"]]] = AvroCheck(c["problem"], int(c["at"]), c["raw"], int(c["records"]),
+                                              c["schema"])
+        if len(_CHECKED) + len(todo) > _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED.update((f, found[f]) for f in todo)
+    return [found[f] for f in files]
 
 
 def avro_record_count(spark: SparkSession, files: list[ArchiveFile]) -> int:
