@@ -84,10 +84,10 @@ def events(tmp_path_factory) -> Path:
     return write_archive(tmp_path_factory.mktemp("flat") / "archive", records=160, files=2)
 
 
-def test_avro_of_two_writers_and_three_codecs_reads_like_flat_json_lines(spark, events, tmp_path):
+def test_avro_of_two_writers_and_six_codecs_reads_like_flat_json_lines(spark, events, tmp_path):
     flat = record_fields(spark, events, FLAT_SOURCE)
     assert len(flat) == 160
-    for codec in ("snappy", "deflate"):
+    for codec in ("snappy", "deflate", "zstandard", "xz", "bzip2"):
         archive = write_spark_avro(spark, events, tmp_path / f"spark-{codec}", codec)
         assert record_fields(spark, archive, {**FLAT_SOURCE, "format": "avro"}) == flat, codec
     for codec in ("null", "deflate"):  # fastavro's zstandard codec wants another library
