@@ -197,8 +197,23 @@ def write_damaged(target: Path) -> dict[str, int]:
     wrong_sync[syncs[2]:syncs[2] + 16] = b"\x00" * 16
     (target / "sync.avro").write_bytes(bytes(wrong_sync))
     (target / "not-avro.avro").write_bytes(b"this is not an Avro file\n")
+    # Uncompressed blocks: the third block's first string length made wrong, so its records no
+    # longer fit the block. Spark returns garbled records of it before it fails (seen: 8 of the
+    # block's 10 with ignoreCorruptFiles): they must be cut, not accepted.
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, schema, records, codec="null", sync_interval=300)
+    plain = bytearray(buffer.getvalue())
+    plain_syncs = _sync_offsets(bytes(plain), bytes(plain[-16:]))
+    plain_counts = [block.num_records for block in fastavro.block_reader(io.BytesIO(bytes(plain)))]
+    at = plain_syncs[2] + 16
+    for _ in range(2):  # past the block's record count and byte size (varints)
+        while plain[at] & 0x80:
+            at += 1
+        at += 1
+    plain[at] = 0x7E  # payload.id's length: 63 bytes instead of 3 or 4
+    (target / "garbled.avro").write_bytes(bytes(plain))
     return {"sound.avro": 10, "cut.avro": sum(counts[:3]), "corrupt.avro": sum(counts[:2]),
-            "sync.avro": sum(counts[:1]), "not-avro.avro": 0}
+            "sync.avro": sum(counts[:1]), "not-avro.avro": 0, "garbled.avro": sum(plain_counts[:2])}
 
 
 def test_damaged_avro_files_keep_the_records_before_the_damage(spark, tmp_path):
