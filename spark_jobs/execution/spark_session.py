@@ -204,18 +204,23 @@ def _fetch_packages(packages: str, cache: Path, cached: Callable[[], list[str]])
         return cached()
     except JarsMissingError:
         pass
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("fetch-jars")
-        .config("spark.jars.packages", packages)
-        .config("spark.jars.ivy", str(cache))
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
+    # In a child process: spark.jars.packages is resolved by spark-submit when a process starts its
+    # JVM, so a second fetch in this process (Delta's, then spark-avro's on a fresh clone) would
+    # reuse the first one's JVM and silently resolve nothing.
+    subprocess.run(
+        [sys.executable, "-c", _RESOLVE, packages, str(cache)], check=True, stdout=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"},
     )
-    spark.stop()
     return cached()
+
+
+_RESOLVE = """
+import sys
+from pyspark.sql import SparkSession
+(SparkSession.builder.master("local[1]").appName("fetch-jars")
+ .config("spark.jars.packages", sys.argv[1]).config("spark.jars.ivy", sys.argv[2])
+ .config("spark.ui.enabled", "false").getOrCreate().stop())
+"""
 
 
 def s3a_enabled() -> bool:
