@@ -130,8 +130,10 @@ def test_positions_are_exact_when_spark_splits_a_file(spark, tmp_path):
     path = archive / "big.avro"
     with open(path, "wb") as handle:
         fastavro.writer(handle, schema, rows, codec="deflate", sync_interval=2000)
-    # A small second file, so that one task may read splits of both.
-    with open(archive / "small.avro", "wb") as handle:
+    # A small second file, so that one task may read splits of both; named as Kafka Connect names
+    # its objects ('+' must survive Spark's URL-encoded _metadata.file_path), with a space.
+    small = "clicks+0+0000000100 x.avro"
+    with open(archive / small, "wb") as handle:
         fastavro.writer(handle, schema, rows[:7], codec="null")
     config = parse_config({
         "name": "splits", "key": ["user"], "window": {"type": "tumbling", "size": "1m"},
@@ -154,7 +156,7 @@ def test_positions_are_exact_when_spark_splits_a_file(spark, tmp_path):
     big = sorted(g for g in got if g[0] == "big.avro")
     assert [(line, seq) for _, line, seq, _ in big] == [(i, i) for i in range(1, count + 1)]
     assert all(ms == (1_700_000_000 + seq - 1) * 1000 for _, _, seq, ms in big)  # timestamp-millis
-    assert sorted(line for name, line, _, _ in got if name == "small.avro") == list(range(1, 8))
+    assert sorted(line for name, line, _, _ in got if name == small) == list(range(1, 8))
 
 
 # ---- damage -------------------------------------------------------------------------------------
