@@ -41,8 +41,8 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-if ! ls .cache/ivy/jars/io.delta_delta-spark_*.jar >/dev/null 2>&1; then
-  echo "setup: resolving Delta Lake's jars from Maven Central into .cache/ivy (once)"
+if ! ls .cache/ivy/jars/io.delta_delta-spark_*.jar .cache/ivy/avro/jars/org.apache.spark_spark-avro_*.jar >/dev/null 2>&1; then
+  echo "setup: resolving Delta Lake's and spark-avro's jars from Maven Central into .cache/ivy (once)"
   .venv/bin/python -m spark_jobs.execution.spark_session --fetch-jars >/dev/null
 fi
 # The project's own JVM code (spark_jobs/execution/jvm: the JSON Lines reader), compiled against this Spark;

@@ -26,7 +26,7 @@ from .core.watermarks import WatermarkConfig
 from .core.windows import WindowAssigner, assigner_from_dict
 from .exceptions import ConfigError
 
-FORMATS = ("jsonl", "parquet", "csv")
+FORMATS = ("jsonl", "parquet", "csv", "avro")
 #: How an archive's objects are named: ``kafka_connect`` = Kafka Connect's sink objects,
 #: ``<topic>+<partition>+<startOffset>.<ext>``, whose records carry neither partition nor offset.
 LAYOUTS = ("kafka_connect",)

@@ -107,7 +107,7 @@ def originals(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --- determinism ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("file_format", ["jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv"])
+@pytest.mark.parametrize("file_format", ["jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv", "avro"])
 def test_same_seed_gives_identical_bytes_and_another_seed_differs(tmp_path: Path, file_format: str) -> None:
     spec = replace(SPEC, events=5_000, format=file_format, files_per_partition=2)
     first = generate_archive(tmp_path / "a", spec)
@@ -377,6 +377,28 @@ def test_kafka_connect_objects_are_named_by_their_first_offset(tmp_path: Path) -
         Path(f).read_bytes() for f in plain.files)
     again = generate_archive(tmp_path / "kc", replace(spec, format="kafka_connect", partitions=1))
     assert sorted(str(p) for p in (tmp_path / "kc").rglob("*.json")) == sorted(again.files)
+
+
+@pytest.mark.parametrize("iso", [False, True])
+def test_avro_archive_holds_the_parquet_rows(tmp_path: Path, iso: bool) -> None:
+    fastavro = pytest.importorskip("fastavro")  # the second Avro implementation: a test dependency
+    spec = replace(SPEC, events=3_000, corrupt_fraction=0.01, iso_timestamps=iso)
+    table = generate_archive(tmp_path / "parquet", replace(spec, format="parquet"))
+    avro = generate_archive(tmp_path / "avro", replace(spec, format="avro"))
+    assert all(f.endswith(".avro") for f in avro.files) and avro.corrupt == table.corrupt > 0
+    records = []
+    for f in avro.files:
+        with open(f, "rb") as handle:
+            reader = fastavro.reader(handle)
+            assert reader.codec == "deflate"
+            ts_type = next(field["type"] for field in reader.writer_schema["fields"] if field["name"] == "ts")
+            millis = {"type": "long", "logicalType": "timestamp-millis"}
+            assert ts_type == ["null", "string" if iso else millis]
+            records += list(reader)
+    for record in records:  # fastavro gives a timestamp-millis as a datetime
+        if isinstance(record["ts"], dt.datetime):
+            record["ts"] = round(record["ts"].timestamp() * 1000)
+    assert records == [row for f in table.files for row in pq.read_table(f).to_pylist()]
 
 
 def test_parquet_archive_has_typed_columns(tmp_path: Path) -> None:

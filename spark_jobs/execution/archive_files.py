@@ -14,7 +14,8 @@ from dataclasses import dataclass
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
 PARQUET_SUFFIXES = (".parquet",)
 CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.zst")
-_SUFFIXES = {"jsonl": JSONL_SUFFIXES, "parquet": PARQUET_SUFFIXES, "csv": CSV_SUFFIXES}
+AVRO_SUFFIXES = (".avro",)
+_SUFFIXES = {"jsonl": JSONL_SUFFIXES, "parquet": PARQUET_SUFFIXES, "csv": CSV_SUFFIXES, "avro": AVRO_SUFFIXES}
 
 
 #: Every quarantine ``reason`` (the readers' and the quality suite's one list; here, free of Spark).

@@ -33,6 +33,10 @@ same splitter and parsed line by line (``archive_csv``). A field may be a nested
 (``payload.ts``): JSON Lines and CSV read it from the top-level field's JSON text, Parquet through
 its structs (``archive_checks.nested_texts``/``schema_texts``).
 
+Avro files (``archive_avro``) are checked block by block first, then read by Spark's Avro source;
+a record's ``_line`` is its 1-based number in its file, and a damaged file keeps the records of
+its sound blocks and leaves one ``unreadable_file`` row.
+
 This module is the readers' entry (listing, ``check_archive``, ``accepted``/``rejected``,
 ``line_count``); the formats are ``archive_jsonl`` (with ``archive_lines``, the line splitter),
 ``archive_parquet`` and ``archive_csv``, and the typing and checks they share ``archive_checks``.
@@ -48,6 +52,7 @@ from pyspark.sql import functions as F
 
 from ..config import local_path
 from ..exceptions import ConfigError
+from .archive_avro import avro_record_count, read_avro
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
 from .archive_csv import read_csv
 from .archive_files import (
@@ -174,6 +179,8 @@ def check_archive(
         return read_parquet(spark, config, files, indexes, only)
     if config.source.format == "csv":
         return read_csv(spark, config, files, indexes, only)
+    if config.source.format == "avro":
+        return read_avro(spark, config, files, indexes, only)
     return read_jsonl(spark, config, files, indexes, only)
 
 
@@ -205,6 +212,8 @@ def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveF
         return 0
     if config.source.format == "parquet":
         return sum(rows for _, rows in parquet_footers(spark, files))
+    if config.source.format == "avro":
+        return avro_record_count(spark, files)
     if config.source.format == "csv":  # every line, the headers too: an upper bound
         return gzip_lines(spark, files, {f.path: i for i, f in enumerate(files)}).count()
     plain, packed = plain_and_gzip(files)

@@ -1,8 +1,9 @@
 """The one SparkSession factory: Delta configured, jars from the project cache, no network.
 
-Delta's JVM jars are resolved once by ``python -m spark_jobs.execution.spark_session --fetch-jars``
-(the set-up step) into ``.cache/ivy`` through Spark's own Ivy resolver; every later session loads them from
-there with ``spark.jars``, so runs never reach Maven Central.
+Delta's JVM jars and Spark's Avro source (``spark-avro``) are resolved once by ``python -m
+spark_jobs.execution.spark_session --fetch-jars`` (the set-up step) into ``.cache/ivy`` through
+Spark's own Ivy resolver; every later session loads them from there with ``spark.jars``, so runs
+never reach Maven Central.
 
 The set-up step also compiles the project's own JVM code (``spark_jobs/execution/jvm``: the JSON Lines
 reader) against the installed Spark's jars into ``.cache/ivy/project`` (``--build-jar``, needs a
@@ -44,6 +45,12 @@ JAR_CACHE = Path(os.environ.get("REPLAY_JAR_CACHE", PROJECT_ROOT / ".cache" / "i
 # ``REPLAY_S3A_ENDPOINT`` set): a local user neither downloads nor loads it.
 S3A_PACKAGE = os.environ.get("REPLAY_S3A_PACKAGE", "org.apache.hadoop:hadoop-aws:3.5.0")
 S3A_JAR_CACHE = JAR_CACHE / "s3a"
+# Spark's own Avro data source (``source.format: avro``), of this Spark's version and Scala: not
+# part of PySpark's jars. Resolved at set-up (``--fetch-jars``) into a directory of its own beside
+# Delta's, and loaded by every session like Delta's jars. Only its own jar: its dependencies (xz,
+# scala-parallel-collections) are among PySpark's jars at the same versions.
+AVRO_PACKAGE = os.environ.get("REPLAY_AVRO_PACKAGE", "org.apache.spark:spark-avro_2.13:4.2.0")
+AVRO_JAR_CACHE = JAR_CACHE / "avro"
 CLASS_ARCHIVE_DIR = Path(os.environ.get("REPLAY_CLASS_ARCHIVE_DIR", PROJECT_ROOT / ".cache" / "jvm"))
 # A stale or foreign archive is not an error: the JVM falls back to normal class loading, and
 # these keep it from printing CDS warnings into every command's output when it does.
@@ -109,7 +116,7 @@ def project_jars() -> list[str]:
             f"the project's JVM code is not built ({jar}); run `make setup` "
             "(or `python -m spark_jobs.execution.spark_session --build-jar`, which needs a JDK's javac)"
         )
-    return [*delta_jars(), str(jar)]
+    return [*delta_jars(), *avro_jars(), str(jar)]
 
 
 def replay_jar_path() -> Path:
@@ -163,8 +170,22 @@ def delta_jars() -> list[str]:
 
 
 def fetch_jars() -> list[str]:
-    """Resolve Delta and its dependencies from Maven Central into the project cache."""
-    return _fetch_packages(DELTA_PACKAGE, JAR_CACHE, delta_jars)
+    """Resolve Delta and Spark's Avro source (and their dependencies) from Maven Central into the
+    project cache."""
+    return _fetch_packages(DELTA_PACKAGE, JAR_CACHE, delta_jars) + fetch_avro_jars()
+
+
+def avro_jars() -> list[str]:
+    """The cached spark-avro jar (only it: see ``AVRO_PACKAGE``); raises with the set-up command
+    when it is missing."""
+    jars = _cached_jars(AVRO_JAR_CACHE, "spark-avro", "Spark's Avro source (spark-avro)",
+                        "`make setup` (or `python -m spark_jobs.execution.spark_session --fetch-jars`)")
+    return [jar for jar in jars if "spark-avro" in Path(jar).name]
+
+
+def fetch_avro_jars() -> list[str]:
+    """Resolve spark-avro from Maven Central into the jar cache (once)."""
+    return _fetch_packages(AVRO_PACKAGE, AVRO_JAR_CACHE, avro_jars)
 
 
 def _cached_jars(cache: Path, marker: str, what: str, command: str) -> list[str]:
@@ -183,18 +204,23 @@ def _fetch_packages(packages: str, cache: Path, cached: Callable[[], list[str]])
         return cached()
     except JarsMissingError:
         pass
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[1]")
-        .appName("fetch-jars")
-        .config("spark.jars.packages", packages)
-        .config("spark.jars.ivy", str(cache))
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
+    # In a child process: spark.jars.packages is resolved by spark-submit when a process starts its
+    # JVM, so a second fetch in this process (Delta's, then spark-avro's on a fresh clone) would
+    # reuse the first one's JVM and silently resolve nothing.
+    subprocess.run(
+        [sys.executable, "-c", _RESOLVE, packages, str(cache)], check=True, stdout=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"},
     )
-    spark.stop()
     return cached()
+
+
+_RESOLVE = """
+import sys
+from pyspark.sql import SparkSession
+(SparkSession.builder.master("local[1]").appName("fetch-jars")
+ .config("spark.jars.packages", sys.argv[1]).config("spark.jars.ivy", sys.argv[2])
+ .config("spark.ui.enabled", "false").getOrCreate().stop())
+"""
 
 
 def s3a_enabled() -> bool:
@@ -460,7 +486,8 @@ def _check_java() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--fetch-jars", action="store_true", help="resolve Delta jars into the cache")
+    parser.add_argument("--fetch-jars", action="store_true",
+                        help="resolve Delta's and spark-avro's jars into the cache")
     parser.add_argument("--fetch-s3a-jars", action="store_true",
                         help="resolve the S3A connector (hadoop-aws, AWS SDK bundle) into the cache")
     parser.add_argument("--build-jar", action="store_true",

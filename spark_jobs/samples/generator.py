@@ -2,7 +2,7 @@
 
 ``generate_archive(out_dir, spec)`` writes what a Kafka-to-object-store sink leaves behind::
 
-    out_dir/partition=0/part-00000.jsonl      (or .jsonl.gz, .jsonl.zst, .parquet, .csv)
+    out_dir/partition=0/part-00000.jsonl      (or .jsonl.gz, .jsonl.zst, .parquet, .csv, .avro)
     out_dir/partition=0/part-00001.jsonl
     out_dir/partition=1/part-00000.jsonl
     ...
@@ -32,6 +32,11 @@ number, then the name). Each JSON line is one object in the ``json.dumps`` spell
   line a row, strings quoted, a null as an empty value; its corrupt rows are Parquet's.
 * Parquet has the same columns in the same order: strings, ``ts`` int64 (string with
   ``iso_timestamps``), ``ingest_ts`` and ``offset`` int64, ``partition`` int32, doubles.
+* Avro (``avro``) is the Parquet table as Avro records (``avro_writer``: deflate, blocks of 4,000
+  records, every field nullable, an integer ``ts`` a ``timestamp-millis``); its corrupt rows are
+  Parquet's.
+* Kafka Connect (``kafka_connect``) is the JSON Lines archive laid out as Kafka Connect's S3 sink
+  names objects, ``topics/<kind>/partition=<p>/<kind>+<p>+<first offset, 10 digits>.json``.
 
 Counting (what :class:`GenerateSummary` reports):
 
@@ -100,6 +105,7 @@ import pyarrow.parquet as pq
 import zstandard
 
 from ..execution.archive_files import kafka_connect_position
+from .avro_writer import write_avro
 from .events import CORRUPT, DUPLICATE, Chunk, PartitionStream, Plan
 from .serialize import Serializer
 from .spec import DEMO_SPEC, FORMATS, KINDS, PAGE_WEIGHTS, PAGES, GenerateSummary, GeneratorSpec
@@ -200,6 +206,8 @@ def _write_partition(plan: Plan, root: Path, partition: int) -> _PartitionResult
             _write_csv(temporary, chunks, serializer)
         elif spec.format == "kafka_connect":
             _write_jsonl(temporary, chunks, serializer, codec="")
+        elif spec.format == "avro":
+            write_avro(temporary, (serializer.table(chunk) for chunk in chunks), final.name)
         else:
             _write_jsonl(temporary, chunks, serializer, codec=spec.format.partition(".")[2])
         temporary.replace(final)

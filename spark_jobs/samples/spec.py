@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..exceptions import ConfigError
 
 KINDS = ("clickstream", "sensor")
-FORMATS = ("jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv", "kafka_connect")
+FORMATS = ("jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv", "avro", "kafka_connect")
 
 
 # Clickstream pages and their share of views; only /cart and /checkout carry a value.
