@@ -50,6 +50,7 @@ from ..config import local_path
 from ..exceptions import ConfigError
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
 from .archive_csv import read_csv
+from .archive_delta import list_delta
 from .archive_files import QUARANTINE_REASONS, ArchiveFile, data_suffixes, is_data_file, list_local_archive
 from .archive_jsonl import gzip_lines, plain_and_gzip, read_jsonl
 from .archive_parquet import parquet_footers, read_parquet
@@ -75,8 +76,11 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
     """The archive's data files, sorted by path.
 
     ``source.path`` is a file or a directory walked recursively; which files are data is
-    ``archive_files.is_data_file``.
+    ``archive_files.is_data_file``. A Delta source (``archive_delta``) lists its snapshot's data
+    files instead, in commit order.
     """
+    if source.format == "delta":
+        return list_delta(source).files
     if is_connect(spark):
         return _list_without_jvm(spark, source)
     suffixes = data_suffixes(source.format)
@@ -163,7 +167,7 @@ def check_archive(
     indexes = {f.path: first_file_index + number for number, f in enumerate(files)}
     if not files:
         return CheckedArchive(empty_checked(spark, config), 0)
-    if config.source.format == "parquet":
+    if config.source.format in ("parquet", "delta"):  # a Delta table's data files are Parquet
         return read_parquet(spark, config, files, indexes, only)
     if config.source.format == "csv":
         return read_csv(spark, config, files, indexes, only)
@@ -196,7 +200,7 @@ def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveF
     parsing anything: a bound for what the driver would have to hold."""
     if not files:
         return 0
-    if config.source.format == "parquet":
+    if config.source.format in ("parquet", "delta"):
         return sum(rows for _, rows in parquet_footers(spark, files))
     if config.source.format == "csv":  # every line, the headers too: an upper bound
         return gzip_lines(spark, files, {f.path: i for i, f in enumerate(files)}).count()

@@ -1,0 +1,202 @@
+"""A Delta table as an archive (``source.format: delta``): its data files, listed without a JVM.
+
+Delta never rewrites a data file in place: a commit adds files and removes files. So each data
+file of the table's snapshot is an immutable ``ArchiveFile`` (its size and its add action's
+modification time), ingested once and recorded in ``source_files`` like any archive file, and read
+by the Parquet reader (``archive_parquet``: ``_line`` is the row's position in its file, typing and
+quarantine as for Parquet). "Changed" for a Delta file means removed by a later commit (DELETE,
+UPDATE, MERGE, OPTIMIZE, an overwrite): the ingest then stops with ``ArchiveChangedError`` naming
+the commits that removed replayed files.
+
+The replay (arrival) order of the files is the order of the commits that added them, then path
+order within a commit; never path order across commits, as Delta names its files at random.
+delta-rs (``deltalake``) lists the snapshot: the source's pin (``source.version`` or
+``source.timestamp``), else the latest version; the versions before it are walked one by one
+(delta-rs applies each commit to the previous snapshot) to learn which commit added each file.
+
+Refused with a ``ConfigError`` before anything is written: a path that is not a Delta table,
+partition columns (their values live in the log, not in the Parquet files), column mapping (the
+Parquet columns are not the table's names) and deletion vectors (a DELETE would hide rows inside
+a file that stays listed: delta-rs does not report the vectors, so the change would go unseen).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from ..exceptions import ArchiveChangedError, ConfigError
+from .archive_files import ArchiveFile, hadoop_local_path
+
+if TYPE_CHECKING:
+    from ..config import SourceConfig
+
+@dataclass(frozen=True)
+class DeltaListing:
+    """The data files of one snapshot of a Delta source, in replay order, and where they came from."""
+
+    version: int  #: the snapshot read (the pin, or the latest version)
+    files: list[ArchiveFile]
+    added: dict[str, int]  #: each file's path -> the version that added it
+    removed: dict[str, tuple[int, str]]  #: a removed file's path -> (version, operation) removing it
+
+
+def _uri(path: str) -> str:
+    """The table's location for delta-rs: a local path, or the object store's URI (``s3a://`` is
+    Hadoop's name for ``s3://``)."""
+    from ..config import local_path
+
+    local = local_path(path)
+    if local is not None:
+        return os.path.abspath(local)
+    return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
+
+
+def _file_path(source_path: str, relative: str) -> str:
+    """A data file's path as Hadoop names it (what ``_metadata.file_path`` decodes to)."""
+    from ..config import local_path
+
+    relative = unquote(relative)  # add.path is a URI-encoded path relative to the table's root
+    if "://" in relative or relative.startswith("file:"):
+        return relative
+    local = local_path(source_path)
+    if local is not None:
+        return hadoop_local_path(os.path.join(local, relative))
+    return source_path.rstrip("/") + "/" + relative
+
+
+def _open(source: SourceConfig, where: str) -> Any:
+    from deltalake import DeltaTable
+
+    from ..config import parse_instant
+
+    try:
+        table = DeltaTable(_uri(source.path))
+    except Exception as error:  # TableNotFoundError, or an unreachable store
+        raise ConfigError(f"{where}.path", f"{source.path} is not a readable Delta table "
+                          f"(no _delta_log?): {type(error).__name__}: {error}") from None
+    try:
+        if source.version is not None:
+            table.load_as_version(source.version)
+        elif source.timestamp is not None:
+            ms = parse_instant(source.timestamp, f"{where}.timestamp")
+            table.load_as_version(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
+    except Exception as error:
+        pin = f"version {source.version}" if source.version is not None else f"timestamp {source.timestamp}"
+        raise ConfigError(f"{where}.{'version' if source.version is not None else 'timestamp'}",
+                          f"cannot load {pin} of {source.path}: {error}") from None
+    return table
+
+
+def _check_supported(table: Any, source: SourceConfig, where: str) -> None:
+    metadata = table.metadata()
+    if metadata.partition_columns:
+        raise ConfigError(f"{where}.path", f"{source.path} is partitioned by "
+                          f"{', '.join(metadata.partition_columns)}: partitioned Delta sources are not "
+                          "supported (the partition values are not in the data files)")
+    mapping = metadata.configuration.get("delta.columnMapping.mode", "none")
+    if mapping != "none":
+        raise ConfigError(f"{where}.path", f"{source.path} uses column mapping ({mapping}): not supported "
+                          "(the data files' column names are not the table's)")
+    protocol = table.protocol()
+    features = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
+    if "deletionVectors" in features or "columnMapping" in (protocol.reader_features or ()):
+        raise ConfigError(f"{where}.path", f"{source.path} has deletion vectors enabled: not supported "
+                          "(a DELETE would hide rows inside files that stay listed, unseen by the "
+                          "replay); disable them (delta.enableDeletionVectors=false) and purge them "
+                          "(REORG TABLE ... APPLY (PURGE)) or replay a copy")
+
+
+def _paths(table: Any) -> list[str]:
+    import pyarrow as pa
+
+    return pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+
+
+def _operations(table: Any) -> dict[int, str]:
+    operations = {}
+    for commit in table.history():
+        operation = commit.get("operation", "?")
+        mode = (commit.get("operationParameters") or {}).get("mode")
+        operations[int(commit["version"])] = f"{operation} ({mode})" if mode else operation
+    return operations
+
+
+def list_delta(source: SourceConfig, where: str = "source") -> DeltaListing:
+    """The data files of ``source``'s snapshot (its pin, else the latest version), in replay order:
+    by the version that added each file, then by path."""
+    from deltalake import DeltaTable
+
+    table = _open(source, where)
+    _check_supported(table, source, where)
+    version = table.version()
+    operations = _operations(table)
+    # The oldest version still loadable: 0, or (once old log files were cleaned up) a checkpoint's;
+    # the files of that first snapshot are ordered by path.
+    walker, start = None, None
+    for candidate in sorted(v for v in operations if v <= version):
+        try:
+            walker = DeltaTable(_uri(source.path), version=candidate)
+            start = candidate
+            break
+        except Exception:  # noqa: BLE001 - its log entry was cleaned up: try the next
+            continue
+    if walker is None:
+        walker, start = table, version
+    added: dict[str, int] = {}
+    removed: dict[str, tuple[int, str]] = {}
+    previous: set[str] = set()
+    for current in range(start, version + 1):
+        if current != walker.version():
+            walker.load_as_version(current)
+        paths = set(_paths(walker))
+        for path in paths - previous:
+            added[path] = current
+            removed.pop(path, None)
+        for path in previous - paths:
+            removed[path] = (current, operations.get(current, "?"))
+        previous = paths
+    files = [
+        ArchiveFile(_file_path(source.path, row["path"]), int(row["size_bytes"]),
+                    int(row["modification_time"]))
+        for row in sorted(_add_rows(table), key=lambda r: (added[r["path"]], r["path"]))
+    ]
+    return DeltaListing(
+        version, files,
+        {_file_path(source.path, p): v for p, v in added.items()},
+        {_file_path(source.path, p): r for p, r in removed.items()},
+    )
+
+
+def _add_rows(table: Any) -> list[dict[str, Any]]:
+    import pyarrow as pa
+
+    return pa.table(table.get_add_actions(flatten=True)).select(
+        ["path", "size_bytes", "modification_time"]).to_pylist()
+
+
+def check_delta_unchanged(listing: DeltaListing, known: dict[str, dict[str, Any]], path: str) -> None:
+    """Refuse to go on when a commit after the replay removed (rewrote) files already replayed;
+    the message names the commits. (``ingest.check_archive_unchanged`` then checks the rest.)"""
+    prefix = _file_path(path, "x")[:-1]  # the table's root, with its slash
+    gone = sorted(p for p in known if p.startswith(prefix) and p not in {f.path for f in listing.files})
+    if not gone:
+        return
+    commits: dict[tuple[int, str], list[str]] = {}
+    for name in gone:
+        commits.setdefault(listing.removed.get(name, (-1, "an unknown commit")), []).append(name)
+    lines = [
+        (f"version {v} ({operation})" if v >= 0 else operation) + f" removed {len(names)} replayed "
+        f"file(s), e.g. {names[0]}"
+        for (v, operation), names in sorted(commits.items())
+    ]
+    raise ArchiveChangedError(
+        f"the Delta source {path} was rewritten under data already replayed (a non-append commit: "
+        f"DELETE, UPDATE, MERGE, OPTIMIZE or an overwrite), read at version {listing.version}; "
+        "replaying would silently differ from the results already written. Restore the table "
+        "(RESTORE TABLE ... TO VERSION AS OF), pin source.version to a version before the rewrite, "
+        "or start over with `replay reset`:\n  " + "\n  ".join(lines)
+    )
