@@ -207,6 +207,7 @@ def source_files(spark, lakehouse: Path) -> list[str]:
     return [r["path"] for r in frame.orderBy("file_index").collect()]
 
 
+@pytest.mark.slow  # five replays: about 2.5 minutes here
 def test_later_runs_pick_up_appended_versions_and_a_pin_ignores_them(spark, events, tmp_path):
     from spark_jobs.config import load_config
     from spark_jobs.execution.pending_work import pending_work
