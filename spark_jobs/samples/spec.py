@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..exceptions import ConfigError
 
 KINDS = ("clickstream", "sensor")
-FORMATS = ("jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv")
+FORMATS = ("jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv", "delta")
 
 
 # Clickstream pages and their share of views; only /cart and /checkout carry a value.
@@ -24,7 +24,7 @@ class GeneratorSpec:
     events: int = 10_000  # lines written, duplicates and corrupt lines included
     seed: int = 42
     kind: str = "clickstream"  # "clickstream" | "sensor"
-    format: str = "jsonl"  # "jsonl" | "jsonl.gz" | "jsonl.zst" | "parquet" | "csv"
+    format: str = "jsonl"  # "jsonl" | "jsonl.gz" | "jsonl.zst" | "parquet" | "csv" | "delta" (a table)
     partitions: int = 4
     keys: int = 1000  # distinct keys, Zipf-distributed popularity
     zipf_s: float = 1.2
