@@ -187,15 +187,16 @@ def check_delta_unchanged(listing: DeltaListing, known: dict[str, dict[str, Any]
         return
     commits: dict[tuple[int, str], list[str]] = {}
     for name in gone:
-        commits.setdefault(listing.removed.get(name, (-1, "an unknown commit")), []).append(name)
+        commits.setdefault(listing.removed.get(name, (-1, "")), []).append(name)
     lines = [
-        (f"version {v} ({operation})" if v >= 0 else operation) + f" removed {len(names)} replayed "
-        f"file(s), e.g. {names[0]}"
+        f"version {v} ({operation}) removed {len(names)} replayed file(s), e.g. {names[0]}" if v >= 0 else
+        f"{len(names)} replayed file(s) are not in version {listing.version} (added by a later version: "
+        f"was the pin moved back?), e.g. {names[0]}"
         for (v, operation), names in sorted(commits.items())
     ]
     raise ArchiveChangedError(
-        f"the Delta source {path} was rewritten under data already replayed (a non-append commit: "
-        f"DELETE, UPDATE, MERGE, OPTIMIZE or an overwrite), read at version {listing.version}; "
+        f"the Delta source {path}, read at version {listing.version}, no longer holds data already "
+        "replayed (a non-append commit rewrote it: DELETE, UPDATE, MERGE, OPTIMIZE or an overwrite); "
         "replaying would silently differ from the results already written. Restore the table "
         "(RESTORE TABLE ... TO VERSION AS OF), pin source.version to a version before the rewrite, "
         "or start over with `replay reset`:\n  " + "\n  ".join(lines)
