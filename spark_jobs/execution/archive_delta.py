@@ -14,15 +14,17 @@ delta-rs (``deltalake``) lists the snapshot: the source's pin (``source.version`
 ``source.timestamp``), else the latest version; the versions before it are walked one by one
 (delta-rs applies each commit to the previous snapshot) to learn which commit added each file.
 
-Refused with a ``ConfigError`` before anything is written: a path that is not a Delta table,
-partition columns (their values live in the log, not in the Parquet files), column mapping (the
-Parquet columns are not the table's names) and deletion vectors (a DELETE would hide rows inside
-a file that stays listed: delta-rs does not report the vectors, so the change would go unseen).
+Partition columns, which the data files do not hold, come from each file's add action
+(``partition_columns``, typed as the table's schema says). Refused with a ``ConfigError`` before
+anything is written: a path that is not a Delta table, column mapping (the Parquet columns are
+not the table's names) and deletion vectors (a DELETE would hide rows inside a file that stays
+listed: delta-rs does not report the vectors, so the change would go unseen).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -93,10 +95,6 @@ def _open(source: SourceConfig, where: str) -> Any:
 
 def _check_supported(table: Any, source: SourceConfig, where: str) -> None:
     metadata = table.metadata()
-    if metadata.partition_columns:
-        raise ConfigError(f"{where}.path", f"{source.path} is partitioned by "
-                          f"{', '.join(metadata.partition_columns)}: partitioned Delta sources are not "
-                          "supported (the partition values are not in the data files)")
     mapping = metadata.configuration.get("delta.columnMapping.mode", "none")
     if mapping != "none":
         raise ConfigError(f"{where}.path", f"{source.path} uses column mapping ({mapping}): not supported "
@@ -201,3 +199,26 @@ def check_delta_unchanged(listing: DeltaListing, known: dict[str, dict[str, Any]
         "(RESTORE TABLE ... TO VERSION AS OF), pin source.version to a version before the rewrite, "
         "or start over with `replay reset`:\n  " + "\n  ".join(lines)
     )
+
+
+def partition_columns(source: SourceConfig, files: list[ArchiveFile]) -> tuple[Any, dict[str, tuple]] | None:
+    """A partitioned table's partition columns, which its data files do not hold: their Spark
+    schema (the table's types) and each of ``files``' values, for ``read_parquet``'s
+    ``file_columns``; None for a table without partitions."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    table = _open(source, "source")
+    names = table.metadata().partition_columns
+    if not names:
+        return None
+    schema = StructType.fromJson(json.loads(table.schema().to_json()))  # Delta's is Spark's JSON
+    actions = pa.table(table.get_add_actions(flatten=True))
+    rows = actions.select(["path", *[f"partition.{name}" for name in names]]).to_pylist()
+    values = {_file_path(source.path, row["path"]): tuple(row[f"partition.{name}"] for name in names)
+              for row in rows}
+    gone = [f.path for f in files if f.path not in values]
+    if gone:
+        raise ArchiveChangedError(f"the Delta source {source.path} changed while it was read: "
+                                  f"{len(gone)} listed file(s) are gone, e.g. {gone[0]}")
+    return StructType([schema[name] for name in names]), values

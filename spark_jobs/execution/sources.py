@@ -50,7 +50,7 @@ from ..config import local_path
 from ..exceptions import ConfigError
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
 from .archive_csv import read_csv
-from .archive_delta import list_delta
+from .archive_delta import list_delta, partition_columns
 from .archive_files import QUARANTINE_REASONS, ArchiveFile, data_suffixes, is_data_file, list_local_archive
 from .archive_jsonl import gzip_lines, plain_and_gzip, read_jsonl
 from .archive_parquet import parquet_footers, read_parquet
@@ -167,7 +167,10 @@ def check_archive(
     indexes = {f.path: first_file_index + number for number, f in enumerate(files)}
     if not files:
         return CheckedArchive(empty_checked(spark, config), 0)
-    if config.source.format in ("parquet", "delta"):  # a Delta table's data files are Parquet
+    if config.source.format == "delta":  # a Delta table's data files are Parquet
+        columns = partition_columns(config.source, files)
+        return read_parquet(spark, config, files, indexes, only, file_columns=columns)
+    if config.source.format == "parquet":
         return read_parquet(spark, config, files, indexes, only)
     if config.source.format == "csv":
         return read_csv(spark, config, files, indexes, only)

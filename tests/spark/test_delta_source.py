@@ -142,19 +142,41 @@ def test_pins_and_non_delta_paths_are_refused_clearly(tmp_path, events):
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["_replay.lock"]  # no table
 
 
-def test_partitioned_and_deletion_vector_tables_are_refused(spark, tmp_path):
+def test_deletion_vector_tables_are_refused(spark, tmp_path):
     rows = [(f"e{i}", "u", 1000 * i, 0, 0, i, 1.0) for i in range(4)]
-    frame = spark.createDataFrame(rows, SCHEMA)
-    frame.write.format("delta").partitionBy("user").save(str(tmp_path / "partitioned"))
-    frame.write.format("delta").option("delta.enableDeletionVectors", "true").save(str(tmp_path / "dv"))
-    for name, problem in (("partitioned", "partitioned by user"), ("dv", "deletion vectors")):
-        config = parse_config({
-            "name": "d", "key": ["user"], "window": {"type": "tumbling", "size": "1m"},
-            "source": {"path": str(tmp_path / name), "format": "delta", **ARRIVAL_SOURCE},
-            "aggregates": {"n": "count(*)"}, "output": {"path": str(tmp_path / "out")},
-        })
-        with pytest.raises(ConfigError, match=problem):
-            list_archive(spark, config.source)
+    spark.createDataFrame(rows, SCHEMA).write.format("delta") \
+        .option("delta.enableDeletionVectors", "true").save(str(tmp_path / "dv"))
+    config = parse_config({
+        "name": "d", "key": ["user"], "window": {"type": "tumbling", "size": "1m"},
+        "source": {"path": str(tmp_path / "dv"), "format": "delta", **ARRIVAL_SOURCE},
+        "aggregates": {"n": "count(*)"}, "output": {"path": str(tmp_path / "out")},
+    })
+    with pytest.raises(ConfigError, match="deletion vectors"):
+        list_archive(spark, config.source)
+
+
+def test_partition_columns_come_from_the_log_typed(spark, events, tmp_path):
+    """The data files of a partitioned table do not hold the partition columns: each file's values
+    (a key, a long, a NULL partition) come from its add action, typed as the table says."""
+    records = flat_records(events)
+    records[5]["user"] = None  # a NULL partition value: the record misses its key
+    table = tmp_path / "partitioned"
+    spark.createDataFrame([tuple(r[c] for c in COLUMNS) for r in records], SCHEMA) \
+        .write.format("delta").partitionBy("user", "partition").save(str(table))
+    config = parse_config({
+        "name": "d", "key": ["user"], "window": {"type": "tumbling", "size": "1m"},
+        "source": {"path": str(table), "format": "delta", **ARRIVAL_SOURCE},
+        "aggregates": {"total": "sum(value)"}, "output": {"path": str(tmp_path / "out")},
+    })
+    files = list_archive(spark, config.source)
+    assert all("/user=" in f.path for f in files)
+    got, quarantine = read_archive(spark, config, files)
+    assert [(r["reason"], json.loads(r["raw"])["event_id"]) for r in quarantine.collect()] == [
+        ("missing_field", "e5")]
+    assert sorted((r["_id"], r["user"], r["_partition"], r["_offset"], r["_event_time"], r["value"])
+                  for r in got.collect()) == sorted(
+        (r["event_id"], r["user"], str(r["partition"]), r["offset"], r["ts"], r["value"])
+        for r in records if r["user"] is not None)
 
 
 def test_rows_that_cannot_be_typed_are_quarantined(spark, tmp_path):
