@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -123,18 +124,51 @@ def _operations(table: Any) -> dict[int, str]:
     return operations
 
 
-def list_delta(source: SourceConfig, where: str = "source") -> DeltaListing:
+def list_delta(source: SourceConfig, where: str = "source",
+               known: Collection[str] | None = None) -> DeltaListing:
     """The data files of ``source``'s snapshot (its pin, else the latest version), in replay order:
-    by the version that added each file, then by path."""
-    from deltalake import DeltaTable
+    by the version that added each file, then by path.
 
+    ``known`` (the paths already ingested, any source's) spares the walk over the table's history:
+    only the versions that added the files not yet known are looked up, walking back from the
+    snapshot (a run that picks up a few appends loads a few versions); which commits removed a
+    known file is looked up only when one is missing. Without it (or when nothing is known yet)
+    every version is walked forward once, and ``added`` names every file's version."""
     table = _open(source, where)
     _check_supported(table, source, where)
     version = table.version()
+    rows = _add_rows(table)
+    if not known:
+        added, removed = _walk_forward(source, table, version)
+    else:
+        present = {_file_path(source.path, row["path"]) for row in rows}
+        added = _walk_back(source, version, [row["path"] for row in rows
+                                             if _file_path(source.path, row["path"]) not in known])
+        prefix = _file_path(source.path, "x")[:-1]
+        gone = any(path.startswith(prefix) and path not in present for path in known)
+        removed = _walk_forward(source, table, version)[1] if gone else {}
+    files = [
+        ArchiveFile(_file_path(source.path, row["path"]), int(row["size_bytes"]),
+                    int(row["modification_time"]))
+        for row in sorted(rows, key=lambda r: (added.get(r["path"], -1), r["path"]))
+    ]
+    return DeltaListing(
+        version, files,
+        {_file_path(source.path, p): v for p, v in added.items()},
+        {_file_path(source.path, p): r for p, r in removed.items()},
+    )
+
+
+def _walk_forward(source: SourceConfig, table: Any, version: int
+                  ) -> tuple[dict[str, int], dict[str, tuple[int, str]]]:
+    """Every version up to ``version``, oldest first (delta-rs applies each commit to the previous
+    snapshot): the version that added each file of the snapshot, and the (version, operation) that
+    removed each file no longer in it. Starts at the oldest version still loadable: 0, or (once
+    old log files were cleaned up) a checkpoint's, whose files all count as added there."""
+    from deltalake import DeltaTable
+
     operations = _operations(table)
-    # The oldest version still loadable: 0, or (once old log files were cleaned up) a checkpoint's;
-    # the files of that first snapshot are ordered by path.
-    walker, start = None, None
+    walker, start = table, version
     for candidate in sorted(v for v in operations if v <= version):
         try:
             walker = DeltaTable(_uri(source.path), version=candidate)
@@ -142,8 +176,6 @@ def list_delta(source: SourceConfig, where: str = "source") -> DeltaListing:
             break
         except Exception:  # noqa: BLE001 - its log entry was cleaned up: try the next
             continue
-    if walker is None:
-        walker, start = table, version
     added: dict[str, int] = {}
     removed: dict[str, tuple[int, str]] = {}
     previous: set[str] = set()
@@ -157,16 +189,31 @@ def list_delta(source: SourceConfig, where: str = "source") -> DeltaListing:
         for path in previous - paths:
             removed[path] = (current, operations.get(current, "?"))
         previous = paths
-    files = [
-        ArchiveFile(_file_path(source.path, row["path"]), int(row["size_bytes"]),
-                    int(row["modification_time"]))
-        for row in sorted(_add_rows(table), key=lambda r: (added[r["path"]], r["path"]))
-    ]
-    return DeltaListing(
-        version, files,
-        {_file_path(source.path, p): v for p, v in added.items()},
-        {_file_path(source.path, p): r for p, r in removed.items()},
-    )
+    return added, removed
+
+
+def _walk_back(source: SourceConfig, version: int, wanted: list[str]) -> dict[str, int]:
+    """The version that added each of ``wanted`` (files of the snapshot at ``version``): the
+    versions are loaded newest first until none of them is in one; a file still there at the
+    oldest loadable version counts as added there (as ``_walk_forward`` counts it)."""
+    from deltalake import DeltaTable
+
+    left, added = set(wanted), {}
+    if not left:
+        return added
+    walker, current = DeltaTable(_uri(source.path), version=version), version
+    while left and current > 0:
+        try:
+            walker.load_as_version(current - 1)
+        except Exception:  # noqa: BLE001 - its log entry was cleaned up: the rest are older
+            break
+        before = set(_paths(walker))
+        for path in [p for p in left if p not in before]:
+            added[path] = current
+            left.discard(path)
+        current -= 1
+    added.update(dict.fromkeys(left, current))
+    return added
 
 
 def _add_rows(table: Any) -> list[dict[str, Any]]:

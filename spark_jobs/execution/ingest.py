@@ -100,11 +100,11 @@ class Ingest:
 
         sources = self.config.sources()
         # A Delta source's snapshot (archive_delta): its files, and the commits that removed any.
-        deltas = {number: list_delta(source)
+        known = self.known_files()
+        deltas = {number: list_delta(source, known=known)
                   for number, source in enumerate(sources) if source.format == "delta"}
         listed = [deltas[number].files if number in deltas else list_archive(self.spark, source)
                   for number, source in enumerate(sources)]
-        known = self.known_files()
         for number, listing in deltas.items():
             check_delta_unchanged(listing, known, sources[number].path)
         check_archive_unchanged([f for files in listed for f in files], known)

@@ -69,7 +69,7 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
     if ahead:
         return PendingWork(True, f"tables ahead of the commit log ({', '.join(sorted(ahead))}): to restore")
     listed = [f for source in sources for f in (
-        list_delta(source).files if source.format == "delta"  # delta-rs: no JVM either
+        list_delta(source, known=known).files if source.format == "delta"  # delta-rs: no JVM either
         else list_local_archive(local_path(source.path), source.format))]
     new = [f.path for f in listed if f.path not in known]
     if new:
