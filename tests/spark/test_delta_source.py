@@ -274,13 +274,13 @@ def test_later_runs_pick_up_appended_versions_and_a_pin_ignores_them(spark, even
     again = cli("run", str(pinned), "--finalize")
     assert again.returncode == 0 and "ingested" not in again.stderr
     assert source_files(spark, tmp_path / "pinned") == [p for files in first for p in files]
-    # A timestamp pin reads the version committed at or before it.
+    # A timestamp pin reads the version committed at or before it. A version's time is its commit
+    # file's modification time (as for Delta's timestampAsOf), not commitInfo.timestamp (earlier):
+    # halfway between versions 1 and 2.
     import datetime as dt
 
-    from deltalake import DeltaTable
-
-    moments = {c["version"]: c["timestamp"] for c in DeltaTable(str(table)).history()}  # epoch ms
-    at = dt.datetime.fromtimestamp(moments[1] / 1000, dt.UTC).isoformat()
+    moments = [(table / "_delta_log" / f"{v:020d}.json").stat().st_mtime for v in (1, 2)]
+    at = dt.datetime.fromtimestamp(sum(moments) / 2, dt.UTC).isoformat()
     by_time = pipeline(tmp_path, "by-time", table, format="delta", timestamp=at)
     done = cli("run", str(by_time))
     assert done.returncode == 0 and "version 1" in done.stderr, done.stderr[-3000:]
