@@ -99,8 +99,8 @@ class Ingest:
         from .sources import accepted, check_archive, line_count, list_archive, rejected
 
         sources = self.config.sources()
-        # A Delta source's snapshot (archive_delta): its files, and the commits that removed any.
         known = self.known_files()
+        # A Delta source's snapshot (archive_delta): its files, and the commits that removed any.
         deltas = {number: list_delta(source, known=known)
                   for number, source in enumerate(sources) if source.format == "delta"}
         listed = [deltas[number].files if number in deltas else list_archive(self.spark, source)
