@@ -374,3 +374,24 @@ def test_generate_writes_the_sample_events_as_a_delta_table_in_several_commits(s
     })
     records, quarantine = read_archive(spark, config, list_archive(spark, config.source))
     assert records.count() + quarantine.count() == 3000 and quarantine.count() >= 1
+
+
+@pytest.mark.slow  # two replays of the demo pipeline: about 1.5 minutes here
+def test_the_generated_delta_table_replays_like_the_generated_parquet_archive(spark, tmp_path):
+    """The demo pipeline on ``generate --format delta`` and on ``--format parquet`` (same events,
+    duplicates and corrupt rows included): the same tables."""
+    demo = Path(__file__).parents[2] / "include" / "pipelines" / "clicks_per_minute.yaml"
+    base = yaml.safe_load(demo.read_text())
+    base.pop("schedule", None)
+    got = {}
+    for fmt in ("parquet", "delta"):
+        assert cli("generate", str(tmp_path / fmt), "--events", "5000", "--format", fmt).returncode == 0
+        config = tmp_path / f"{fmt}.yaml"
+        config.write_text(yaml.safe_dump({
+            **base, "source": {**base["source"], "path": str(tmp_path / fmt), "format": fmt},
+            "output": {"path": str(tmp_path / f"out-{fmt}")}}))
+        done = cli("run", str(config), "--finalize")
+        assert done.returncode == 0, done.stderr[-3000:]
+        got[fmt] = comparable(spark, tmp_path / f"out-{fmt}")
+    assert got["delta"]["window_results"] and got["delta"]["quarantine"]
+    assert got["delta"] == got["parquet"]
