@@ -26,7 +26,7 @@ from .core.watermarks import WatermarkConfig
 from .core.windows import WindowAssigner, assigner_from_dict
 from .exceptions import ConfigError
 
-FORMATS = ("jsonl", "parquet", "csv", "avro")
+FORMATS = ("jsonl", "parquet", "csv", "avro", "delta")
 #: How an archive's objects are named: ``kafka_connect`` = Kafka Connect's sink objects,
 #: ``<topic>+<partition>+<startOffset>.<ext>``, whose records carry neither partition nor offset.
 LAYOUTS = ("kafka_connect",)
@@ -106,6 +106,10 @@ class SourceConfig:
     fields: dict[str, str] = field(default_factory=dict)
     #: One of ``LAYOUTS``, or None: partition and offset then come from the object's name.
     layout: str | None = None
+    #: A Delta source's pin (``format: delta``; at most one): the table's version, or a time
+    #: (epoch ms or ISO-8601 with a zone) whose latest version is read. Neither: the latest version.
+    version: int | None = None
+    timestamp: str | None = None
 
     def path_of(self, name: str) -> tuple[str, ...]:
         """The path of a field in a record: ``fields``' entry, else the name, split at dots."""
@@ -496,16 +500,36 @@ class _Parser:
         if layout is not None:
             if layout not in LAYOUTS:
                 raise self.fail(f"{where}.layout", f"must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+            if fmt == "delta":
+                raise self.fail(f"{where}.layout", "names archive files; a Delta table has none of its own")
             named = [opt for opt in ("partition", "offset") if names[opt]]
             if named:
                 raise self.fail(f"{where}.{named[0]}", f"comes from the object names with layout {layout} "
                                 "(<topic>+<partition>+<startOffset>.<ext>): leave it out")
+        pin = self.parse_delta_pin(data, where, fmt)
         unknown = sorted(set(data) - {"path", "format", "event_time", "types", "event_time_format",
-                                      "fields", "layout", *names, *extra})
+                                      "fields", "layout", *names, *pin, *extra})
         if unknown:
             raise self.fail(f"{where}.{unknown[0]}", "unknown setting")
         return SourceConfig(resolve_path(path), fmt, event_time, types=dict(types),
-                            event_time_format=time_format, fields=dict(fields), layout=layout, **names)
+                            event_time_format=time_format, fields=dict(fields), layout=layout,
+                            **names, **pin)
+
+    def parse_delta_pin(self, data: dict[str, Any], where: str, fmt: str) -> dict[str, Any]:
+        """``version`` or ``timestamp`` of a Delta source (``archive_delta``), as given."""
+        pin = {name: data[name] for name in ("version", "timestamp") if data.get(name) is not None}
+        if pin and fmt != "delta":
+            raise self.fail(f"{where}.{next(iter(pin))}",
+                            f"pins a Delta table's snapshot: only with format delta, not {fmt}")
+        if len(pin) == 2:
+            raise self.fail(f"{where}.version", "and timestamp both pin the snapshot: give one of them")
+        version = pin.get("version")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+            raise self.fail(f"{where}.version", f"must be a table version (an integer >= 0), not {version!r}")
+        if "timestamp" in pin:
+            pin["timestamp"] = str(pin["timestamp"])
+            parse_instant(pin["timestamp"], f"{where}.timestamp")
+        return pin
 
     def parse_join(self, data: dict[str, Any], left_watermark: WatermarkConfig,
                    left: SourceConfig) -> JoinConfig | None:

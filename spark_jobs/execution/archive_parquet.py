@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote, schema_texts, validate
 from .archive_files import ArchiveFile
@@ -19,9 +20,12 @@ if TYPE_CHECKING:
 
 def read_parquet(
     spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile], indexes: dict[str, int],
-    only: DataFrame | None = None,
+    only: DataFrame | None = None, file_columns: tuple[StructType, dict[str, tuple]] | None = None,
 ) -> CheckedArchive:
     """Parquet rows through the same validation; an unreadable file becomes one quarantine row.
+
+    ``file_columns`` (a Delta table's partition columns, ``archive_delta``): columns whose value is
+    the same for a whole file, not stored in it: their schema and each file's values.
 
     Each footer is read first (on the driver, through Hadoop, so any file system works): a file
     whose footer is unreadable (truncated upload, not Parquet at all) is left out of the scan and
@@ -47,10 +51,14 @@ def read_parquet(
     # mergeSchema: a column added to later files must not be read as null from the first file's
     # schema alone.
     table = spark.read.option("mergeSchema", "true").parquet(*[glob_escaped(f.path) for f in readable])
-    data_columns = table.columns
+    extra, values = file_columns or (StructType([]), {})
+    data_columns = [c for c in table.columns if c not in extra.fieldNames()]
     index_rows = spark.createDataFrame(
-        [(f.path, indexes[f.path]) for f in readable], "_file string, _file_index int"
+        [(f.path, indexes[f.path], *values.get(f.path, ())) for f in readable],
+        StructType([StructField("_file", StringType()), StructField("_file_index", IntegerType()),
+                    *extra.fields]),
     )
+    columns = [*data_columns, *extra.fieldNames()]
     # _metadata.file_path is URL-encoded ("a%20b.parquet"); decoding it gives the listed path.
     # url_decode would also turn '+' into a space, which a URI never means: protect it first.
     decoded = F.try_url_decode(F.regexp_replace(F.col("_metadata.file_path"), r"\+", "%2B"))
@@ -59,9 +67,9 @@ def read_parquet(
             *[F.col(quote(c)) for c in data_columns],
             decoded.alias("_file"),
             (F.col("_metadata.row_index") + 1).alias("_line"),
-            F.to_json(F.struct(*[F.col(quote(c)) for c in data_columns])).alias("_raw"),
         )
         .join(F.broadcast(index_rows), "_file", "left")
+        .withColumn("_raw", F.to_json(F.struct(*[F.col(quote(c)) for c in columns])))
         # A path that does not map back would silently lose its file's order: fail instead.
         .withColumn("_file_index", F.coalesce(F.col("_file_index"), F.raise_error(
             F.concat(F.lit("Parquet row from a file not in the list: "), F.col("_file"))).cast("int")))
@@ -70,7 +78,8 @@ def read_parquet(
     )
     if only is not None:
         rows = rows.join(F.broadcast(spark.createDataFrame(only)), ["_file_index", "_line"], "left_semi")
-    texts, event_ms = schema_texts(config, table.schema)
+    schema = StructType([table.schema[c] for c in data_columns] + list(extra.fields))
+    texts, event_ms = schema_texts(config, schema)
     checked = validate(rows, config, texts, event_ms)
     return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
 

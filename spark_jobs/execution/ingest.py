@@ -6,6 +6,7 @@ without them is redone from scratch).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -17,6 +18,7 @@ import numpy as np
 
 from ..config import PipelineConfig
 from ..exceptions import ArchiveChangedError
+from .archive_delta import check_delta_unchanged, list_delta
 from .faults import crash_point
 from .ordering import driver_key_columns, number_records, timeline_columns
 from .passes import Progress, RunSummary, profile
@@ -97,9 +99,18 @@ class Ingest:
         from .sources import accepted, check_archive, line_count, list_archive, rejected
 
         sources = self.config.sources()
-        listed = [list_archive(self.spark, source) for source in sources]
         known = self.known_files()
+        # A Delta source's snapshot (archive_delta): its files, and the commits that removed any.
+        deltas = {number: list_delta(source, known=known)
+                  for number, source in enumerate(sources) if source.format == "delta"}
+        listed = [deltas[number].files if number in deltas else list_archive(self.spark, source)
+                  for number, source in enumerate(sources)]
+        for number, listing in deltas.items():
+            check_delta_unchanged(listing, known, sources[number].path)
         check_archive_unchanged([f for files in listed for f in files], known)
+        read_versions = {sources[number].path: listing.version for number, listing in deltas.items()}
+        for path, version in read_versions.items():
+            self.progress(f"[{self.config.name}] Delta source {path}: version {version}")
         new_per_input = [[f for f in files if f.path not in known] for files in listed]
         new = [f for files in new_per_input for f in files]
         if not new:
@@ -227,9 +238,11 @@ class Ingest:
         )
         crash_point("ingest:quarantined")
         # Written last: an ingest without its source_files rows is redone from scratch.
+        # The Delta sources' versions read go into the commit's info (DESCRIBE HISTORY source_files).
         logged = self.pool.submit(
             self.store.replace_where, self.spark.createDataFrame(rows, schema), "source_files",
             f"ingest_id = {ingest_id}",
+            user_metadata=json.dumps({"delta_versions": read_versions}) if read_versions else None,
         )
         profile(self.progress, "ingest steps", clock.steps)
         summary.files_ingested += len(new)

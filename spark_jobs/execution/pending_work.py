@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ..config import PipelineConfig, local_path
 from ..core.durations import MIN_TIMESTAMP, format_timestamp
 from ..core.replay_clock import clock_after, is_due
+from .archive_delta import list_delta
 from .archive_files import list_local_archive
 from .recovery import tables_ahead
 from .state.delta import staging_clock_column
@@ -67,8 +68,9 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
              if versions[1] is None or reader.restored_to(table) != versions[1]}
     if ahead:
         return PendingWork(True, f"tables ahead of the commit log ({', '.join(sorted(ahead))}): to restore")
-    listed = [f for source in sources
-              for f in list_local_archive(local_path(source.path), source.format, source.layout)]
+    listed = [f for source in sources for f in (
+        list_delta(source, known=known).files if source.format == "delta"  # delta-rs: no JVM either
+        else list_local_archive(local_path(source.path), source.format, source.layout))]
     new = [f.path for f in listed if f.path not in known]
     if new:
         return PendingWork(True, f"{len(new)} new archive file(s), e.g. {new[0]}")

@@ -55,6 +55,7 @@ from ..exceptions import ConfigError
 from .archive_avro import avro_record_count, read_avro
 from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
 from .archive_csv import read_csv
+from .archive_delta import list_delta, partition_columns
 from .archive_files import (
     QUARANTINE_REASONS,
     ArchiveFile,
@@ -84,11 +85,14 @@ QUARANTINE_COLUMNS = ("source_file", "line", "raw", "reason", "detail")
 
 # ---- listing -------------------------------------------------------------------------------------
 def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]:
-    """The archive's data files, sorted by path.
+    """The archive's data files, in archive order (``archive_files.in_archive_order``).
 
     ``source.path`` is a file or a directory walked recursively; which files are data is
-    ``archive_files.is_data_file``.
+    ``archive_files.is_data_file``. A Delta source (``archive_delta``) lists its snapshot's data
+    files instead, in commit order.
     """
+    if source.format == "delta":
+        return list_delta(source).files
     if is_connect(spark):
         return _list_without_jvm(spark, source)
     suffixes = data_suffixes(source.format)
@@ -175,6 +179,9 @@ def check_archive(
     indexes = {f.path: first_file_index + number for number, f in enumerate(files)}
     if not files:
         return CheckedArchive(empty_checked(spark, config), 0)
+    if config.source.format == "delta":  # a Delta table's data files are Parquet
+        columns = partition_columns(config.source, files)
+        return read_parquet(spark, config, files, indexes, only, file_columns=columns)
     if config.source.format == "parquet":
         return read_parquet(spark, config, files, indexes, only)
     if config.source.format == "csv":
@@ -210,7 +217,7 @@ def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveF
     parsing anything: a bound for what the driver would have to hold."""
     if not files:
         return 0
-    if config.source.format == "parquet":
+    if config.source.format in ("parquet", "delta"):
         return sum(rows for _, rows in parquet_footers(spark, files))
     if config.source.format == "avro":
         return avro_record_count(spark, files)

@@ -136,6 +136,10 @@ def generate_archive(out_dir: str | os.PathLike[str], spec: GeneratorSpec) -> Ge
     started = time.perf_counter()
     root = Path(out_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
+    if spec.format == "delta":  # a Delta table at out_dir, appended in several commits
+        from .delta_table import generate_delta_table
+
+        return generate_delta_table(root, spec)
     _remove_previous_archive(root)
     plan = Plan(spec)
     workers = max(1, min(spec.partitions, os.cpu_count() or 1))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..exceptions import ConfigError
 
 KINDS = ("clickstream", "sensor")
-FORMATS = ("jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv", "avro", "kafka_connect")
+FORMATS = ("jsonl", "jsonl.gz", "jsonl.zst", "parquet", "csv", "avro", "kafka_connect", "delta")
 
 
 # Clickstream pages and their share of views; only /cart and /checkout carry a value.
@@ -24,7 +24,8 @@ class GeneratorSpec:
     events: int = 10_000  # lines written, duplicates and corrupt lines included
     seed: int = 42
     kind: str = "clickstream"  # "clickstream" | "sensor"
-    format: str = "jsonl"  # one of FORMATS; kafka_connect: JSON Lines objects named as its S3 sink names them
+    format: str = "jsonl"  # one of FORMATS; kafka_connect: JSON Lines objects named as its S3 sink
+    # names them; delta: a Delta table
     partitions: int = 4
     keys: int = 1000  # distinct keys, Zipf-distributed popularity
     zipf_s: float = 1.2
