@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,12 +22,14 @@ from .spec import GenerateSummary, GeneratorSpec
 COMMITS = 4
 
 
-def generate_delta_table(root: Path, spec: GeneratorSpec) -> GenerateSummary:
+def generate_delta_table(
+    root: Path, spec: GeneratorSpec, generate_archive: Callable[[str, GeneratorSpec], GenerateSummary],
+) -> GenerateSummary:
+    """The table at ``root``, from the Parquet archive ``generate_archive`` (the generator's own,
+    passed in: it dispatches here) writes of ``spec``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from deltalake import write_deltalake
-
-    from .generator import generate_archive
 
     started = time.perf_counter()
     _remove_previous_table(root)

@@ -139,7 +139,7 @@ def generate_archive(out_dir: str | os.PathLike[str], spec: GeneratorSpec) -> Ge
     if spec.format == "delta":  # a Delta table at out_dir, appended in several commits
         from .delta_table import generate_delta_table
 
-        return generate_delta_table(root, spec)
+        return generate_delta_table(root, spec, generate_archive)
     _remove_previous_archive(root)
     plan = Plan(spec)
     workers = max(1, min(spec.partitions, os.cpu_count() or 1))

@@ -157,6 +157,33 @@ def test_a_parquet_object_counts_its_rows(spark, records, tmp_path):
         (None, f"{TOPIC}-2", 50 + i, r["event_id"]) for i, r in enumerate(records[:6])]
 
 
+def test_an_avro_object_counts_its_records(spark, records, tmp_path):
+    """Kafka Connect's S3 sink writes Avro objects most often (AvroFormat)."""
+    import fastavro
+
+    directory = tmp_path / "kc" / "topics" / TOPIC / "partition=4"
+    directory.mkdir(parents=True)
+    schema = {"type": "record", "name": "Click", "fields": [
+        {"name": "event_id", "type": "string"}, {"name": "user", "type": "string"},
+        {"name": "ts", "type": "long"}, {"name": "value", "type": "double"}]}
+    rows = [{k: r[k] for k in ("event_id", "user", "ts", "value")} for r in records[:9]]
+    with open(directory / f"{TOPIC}+4+0000000700.avro", "wb") as handle:
+        fastavro.writer(handle, schema, rows, codec="deflate", sync_interval=200)  # several blocks
+    config = parse_config({**_config(tmp_path / "kc"), "source": {
+        "path": str(tmp_path / "kc"), **KAFKA_CONNECT_SOURCE, "format": "avro"}})
+    checked = check_archive(spark, config, list_archive(spark, config.source)).frame.collect()
+    assert sorted((r["_outcome"], r["_partition"], r["_offset"], r["_id"]) for r in checked) == [
+        (None, f"{TOPIC}-4", 700 + i, r["event_id"]) for i, r in enumerate(records[:9])]
+
+
+def test_a_delta_source_has_no_object_names(tmp_path):
+    from spark_jobs.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match="source.layout"):
+        parse_config({**_config(tmp_path), "source": {"path": str(tmp_path), **KAFKA_CONNECT_SOURCE,
+                                                       "format": "delta"}})
+
+
 def test_the_layout_refuses_partition_and_offset_fields(tmp_path):
     from spark_jobs.exceptions import ConfigError
 
