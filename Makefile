@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-airflow test-connect test-connect-smoke test-prod test-all lint bench clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-airflow-connect test-connect test-connect-smoke test-prod test-all lint bench clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -25,6 +25,11 @@ test-cluster: setup
 # the CLI): CI runs it after the cluster tier.
 test-airflow: setup
 	$(PYTEST) -m scheduler -q
+
+# The same Airflow section with every Spark task a client of one warm Spark Connect server
+# (REPLAY_SPARK_MODE=connect): run on purpose (about 10 minutes here).
+test-airflow-connect: setup
+	$(PYTEST) -q tests/airflow/test_scheduler_connect.py
 
 # The Spark and data-quality tests again, every session a Spark Connect client of one server (`replay server start`)
 # that the run starts and stops; the same assertions, so the same tables as in-process.

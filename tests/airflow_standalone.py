@@ -94,6 +94,82 @@ def parse_time(moment: str) -> dt.datetime:
     return dt.datetime.fromisoformat(moment.replace("Z", "+00:00"))
 
 
+def retrying_runner(env: dict[str, str], cwd: Path) -> Callable[..., str]:
+    """``run(*args, timeout=)``: a command in ``env``, asserted to succeed, its stdout returned.
+    On SQLite a lock error can still happen despite the busy timeout; then, as the README says,
+    it is run again (a backfill that failed half-way blocks a new one until the scheduler clears
+    it, two minutes later)."""
+
+    def run(*args: str, timeout: float = 300) -> str:
+        deadline = time.monotonic() + 240
+        while True:
+            done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=cwd,
+                                  timeout=timeout)
+            output = done.stderr + done.stdout
+            retry = "database is locked" in output or "Another backfill is running" in output
+            if done.returncode == 0 or not retry or time.monotonic() > deadline:
+                break
+            time.sleep(10)
+        assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        return done.stdout
+
+    return run
+
+
+@contextlib.contextmanager
+def demo_world(home: Path, base: Path, **extra_env: str) -> Iterator[dict[str, Any]]:
+    """The README's Airflow section on SQLite: a fresh Airflow home ``home``, the project base
+    ``base`` with the demo's config and generated archive, pools made, ``airflow standalone``
+    running; ``extra_env`` adds to the environment (e.g. the Spark mode)."""
+    import shutil
+
+    pipelines = base / "pipelines"
+    pipelines.mkdir()
+    port = free_port()
+    shutil.copy(ROOT / "include" / "pipelines" / "clicks_per_minute.yaml", pipelines)
+    # As the README: SQLite has one writer; a CLI write waits up to 60 s for the scheduler's
+    # instead of failing after Python's default 5 s.
+    env = airflow_env(home, base, pipelines, port,
+                      AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db?timeout=60",
+                      **extra_env)
+    run = retrying_runner(env, base)
+    run("replay", "generate", "data/archive/clicks")
+    run("airflow", "db", "migrate")
+    run("replay", "pools")
+    run("airflow", "dags", "reserialize")
+    with standalone(env, home, base, port):
+        yield {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines,
+               "airflow": AirflowCli(run, home)}
+
+
+#: The demo pipeline's tables a scheduled replay must write as a plain ``replay run`` writes them.
+COMPARED = ("window_results", "window_latest", "late_events", "quarantine")
+
+
+def pipeline_config(base: Path, path: Path) -> Any:
+    """A config as the tasks load it: relative paths against the project base ``base``."""
+    from spark_jobs.config import load_config
+
+    previous = os.environ.get("REPLAY_BASE_DIR")
+    os.environ["REPLAY_BASE_DIR"] = str(base)
+    try:
+        return load_config(path)
+    finally:
+        if previous is None:
+            os.environ.pop("REPLAY_BASE_DIR")
+        else:
+            os.environ["REPLAY_BASE_DIR"] = previous
+
+
+def delta_tables(config: Any, tables: tuple[str, ...] = COMPARED) -> dict[str, list]:
+    """The tables' rows (as sorted reprs), read with delta-rs."""
+    from spark_jobs.execution.state.delta_rs import DeltaRsReader
+
+    reader = DeltaRsReader(config)
+    return {table: sorted(map(repr, reader.rows(f"SELECT * FROM {table}", {table: None})))
+            for table in tables}
+
+
 class AirflowCli:
     """The CLI's view of the runs: ``run(*args)`` runs a command and returns its stdout."""
 

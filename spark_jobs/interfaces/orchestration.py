@@ -337,7 +337,7 @@ def _task_session(config: PipelineConfig, spark: Any = None) -> Iterator[Any]:
     conn_id = os.environ.get(CONNECT_CONN_ENV) or SparkConnectHook.default_conn_name
     url = SparkConnectHook(conn_id).get_connection_url()
     log.info("replay %s: Spark Connect server of connection %s (%s)", config.name, conn_id,
-             url.split("/;")[0])  # (never the token)
+             url.split(";")[0].rstrip("/"))  # (never the token)
     session = get_spark(f"replay-{config.name}", remote=url)
     try:
         yield session

@@ -11,83 +11,31 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from airflow_standalone import ROOT, AirflowCli, airflow_env, free_port, parse_time, standalone
+from airflow_standalone import delta_tables, demo_world, parse_time, pipeline_config
 
-from spark_jobs.config import load_config
 from spark_jobs.execution.state.delta_rs import DeltaRsReader
 
 pytestmark = [pytest.mark.slow, pytest.mark.scheduler, pytest.mark.airflow]
 
 DAG_ID = "replay__clicks_per_minute"
 INTERVALS = 6  # the demo's schedule: 22:00 to 23:00 in 10 minutes
-COMPARED = ("window_results", "window_latest", "late_events", "quarantine")
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """A fresh Airflow home and project base (archive, tables, the demo's config), the README's
     environment, and ``airflow standalone`` running in it; stopped (its process group) at the end."""
-    home = tmp_path_factory.mktemp("airflow-home")
-    base = tmp_path_factory.mktemp("replay-base")
-    pipelines = base / "pipelines"
-    pipelines.mkdir()
-    port = free_port()
-    shutil.copy(ROOT / "include" / "pipelines" / "clicks_per_minute.yaml", pipelines)
-    # As the README: SQLite has one writer; a CLI write waits up to 60 s for the scheduler's
-    # instead of failing after Python's default 5 s.
-    env = airflow_env(home, base, pipelines, port,
-                      AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db?timeout=60")
-
-    def run(*args: str, timeout: float = 300) -> str:
-        # The busy timeout above should make lock errors rare; if one still happens, do what the
-        # README says: run it again (a backfill that failed half-way blocks a new one until the
-        # scheduler clears it, two minutes later).
-        deadline = time.monotonic() + 240
-        while True:
-            done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=base,
-                                  timeout=timeout)
-            output = done.stderr + done.stdout
-            retry = "database is locked" in output or "Another backfill is running" in output
-            if done.returncode == 0 or not retry or time.monotonic() > deadline:
-                break
-            time.sleep(10)
-        assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-        return done.stdout
-
-    run("replay", "generate", "data/archive/clicks")
-    run("airflow", "db", "migrate")
-    run("replay", "pools")
-    run("airflow", "dags", "reserialize")
-    with standalone(env, home, base, port):
-        yield {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines,
-               "airflow": AirflowCli(run, home)}
+    with demo_world(tmp_path_factory.mktemp("airflow-home"), tmp_path_factory.mktemp("replay-base")) as world:
+        yield world
 
 
 def _config(world, path: Path):
-    """A config as the tasks load it: relative paths against the test's base directory."""
-    previous = os.environ.get("REPLAY_BASE_DIR")
-    os.environ["REPLAY_BASE_DIR"] = str(world["base"])
-    try:
-        return load_config(path)
-    finally:
-        if previous is None:
-            os.environ.pop("REPLAY_BASE_DIR")
-        else:
-            os.environ["REPLAY_BASE_DIR"] = previous
-
-
-def _tables(config) -> dict[str, list]:
-    reader = DeltaRsReader(config)
-    return {table: sorted(map(repr, reader.rows(f"SELECT * FROM {table}", {table: None})))
-            for table in COMPARED}
+    return pipeline_config(world["base"], path)
 
 
 def test_readme_airflow_section_through_the_scheduler(world):
@@ -114,8 +62,8 @@ def test_readme_airflow_section_through_the_scheduler(world):
     plain_path = world["base"] / "plain.yaml"
     plain_path.write_text(yaml.safe_dump(plain))
     run("replay", "run", str(plain_path), "--finalize", "--quiet", timeout=600)
-    expected = _tables(_config(world, plain_path))
-    assert _tables(config) == expected
+    expected = delta_tables(_config(world, plain_path))
+    assert delta_tables(config) == expected
 
     # 2. The quality DAG ran on the asset events (unpaused from the start) and passed.
     quality = airflow.wait("replay_quality", 1, timeout=600)
@@ -154,7 +102,7 @@ def test_readme_airflow_section_through_the_scheduler(world):
     assert len(good) == 1 and len(refused) == 1, states
     assert good[0]["reprocess__clicks_per_minute"]["state"] == "success"
     assert refused[0]["reprocess__clicks_per_minute"]["state"] in ("upstream_failed", None)
-    assert _tables(config) == expected
+    assert delta_tables(config) == expected
     history = DeltaRsReader(config).rows("SELECT reason FROM reprocess_history", {"reprocess_history": None})
     assert history == [{"reason": "late partner upload"}]
 
