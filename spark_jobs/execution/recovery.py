@@ -205,6 +205,12 @@ def _holder_gone(holder: str, host: str) -> bool:
 
 
 def committed_log(store: DeltaStore) -> list[dict[str, Any]]:
+    """``replay_log``'s rows by batch id. A lakehouse on the local disk is read with delta-rs: no
+    Spark job (over Spark Connect, the log read was 2.7 s of a 4 s empty run); elsewhere Spark."""
+    from .state.delta_rs import DeltaRsReader
+
+    if DeltaRsReader.supports(store.config):
+        return DeltaRsReader(store.config).committed_log()
     if not store.exists("replay_log"):
         return []
     return [row.asDict() for row in store.read("replay_log").orderBy("batch_id").collect()]

@@ -102,6 +102,12 @@ class DeltaRsReader:
         rows = self.rows("SELECT path, size, modified_ms FROM source_files", {"source_files": None})
         return {row.pop("path"): row for row in rows}
 
+    def source_files(self) -> dict[str, dict[str, Any]]:
+        """``source_files``' rows by path (as ``Ingest.known_files`` returns them)."""
+        if not self.exists("source_files"):
+            return {}
+        return {row["path"]: row for row in self.rows("SELECT * FROM source_files", {"source_files": None})}
+
     def files_summary(self) -> tuple[int, int, int] | None:
         """(files, records accepted, lines quarantined) ingested; None before the first ingest."""
         if not self.exists("source_files"):
