@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,8 +110,11 @@ def test_the_s3_listing_without_a_jvm_equals_spark_s3a_listing(world, monkeypatc
 
 
 def check(world) -> dict:
+    started = time.monotonic()
     done = world["run"](str(BIN / "python"), "-c", CHECK, str(world["config"]), str(FAR_FUTURE), timeout=120)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"check: {time.monotonic() - started:.1f} s, {answer}")
+    return answer
 
 
 def test_after_a_finalized_replay_the_check_needs_no_jvm(world):
@@ -121,6 +125,14 @@ def test_after_a_finalized_replay_the_check_needs_no_jvm(world):
     idle = check(world)
     assert not idle["work"] and "finalized" in idle["reason"], idle
     assert idle["children"] == [] and not idle["gateway"], idle
+
+    # The operation journal is read from the bucket too: an unfinished reset is work.
+    journal = f"{BUCKET}/lakehouse/pending/_replay_operation.json"
+    with world["fs"].open_output_stream(journal) as out:
+        out.write(json.dumps({"kind": "reset", "id": "t", "phase": "drop"}).encode())
+    unfinished = check(world)
+    assert unfinished["work"] and "unfinished: a reset" in unfinished["reason"], unfinished
+    world["fs"].delete_file(journal)
 
     with world["fs"].open_output_stream(f"{world['key']}/zz-late.jsonl") as out:
         out.write(b'{"user_id": "u1"}\n')
