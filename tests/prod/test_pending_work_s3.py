@@ -105,6 +105,7 @@ def test_the_s3_listing_without_a_jvm_equals_spark_s3a_listing(world, monkeypatc
     spark = json.loads(world["run"](str(BIN / "python"), "-c", SPARK_LISTING,
                                     str(world["config"])).stdout.strip().splitlines()[-1])
     assert mine and mine == spark
+    print(f"{len(mine)} objects, {sum(ms % 1000 != 0 for _, _, ms in mine)} with a sub-second Last-Modified")
     assert all(path.startswith(ARCHIVE + "/") and path.endswith(".jsonl") for path, _, _ in mine)
     assert not any("_temporary" in path or "/_" in path or "/." in path for path, _, _ in mine)
 
