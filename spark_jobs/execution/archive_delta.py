@@ -33,6 +33,7 @@ from urllib.parse import unquote
 
 from ..exceptions import ArchiveChangedError, ConfigError
 from .archive_files import ArchiveFile, hadoop_local_path
+from .object_store import delta_uri, storage_options
 
 if TYPE_CHECKING:
     from ..config import SourceConfig
@@ -55,7 +56,7 @@ def _uri(path: str) -> str:
     local = local_path(path)
     if local is not None:
         return os.path.abspath(local)
-    return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
+    return delta_uri(path)
 
 
 def _file_path(source_path: str, relative: str) -> str:
@@ -77,7 +78,7 @@ def _open(source: SourceConfig, where: str) -> Any:
     from ..config import parse_instant
 
     try:
-        table = DeltaTable(_uri(source.path))
+        table = DeltaTable(_uri(source.path), storage_options=storage_options(source.path))
     except Exception as error:  # TableNotFoundError, or an unreachable store
         raise ConfigError(f"{where}.path", f"{source.path} is not a readable Delta table "
                           f"(no _delta_log?): {type(error).__name__}: {error}") from None
@@ -171,7 +172,8 @@ def _walk_forward(source: SourceConfig, table: Any, version: int
     walker, start = table, version
     for candidate in sorted(v for v in operations if v <= version):
         try:
-            walker = DeltaTable(_uri(source.path), version=candidate)
+            walker = DeltaTable(_uri(source.path), version=candidate,
+                                storage_options=storage_options(source.path))
             start = candidate
             break
         except Exception:  # noqa: BLE001 - its log entry was cleaned up: try the next
@@ -201,7 +203,8 @@ def _walk_back(source: SourceConfig, version: int, wanted: list[str]) -> dict[st
     left, added = set(wanted), {}
     if not left:
         return added
-    walker, current = DeltaTable(_uri(source.path), version=version), version
+    walker = DeltaTable(_uri(source.path), version=version, storage_options=storage_options(source.path))
+    current = version
     while left and current > 0:
         try:
             walker.load_as_version(current - 1)

@@ -14,8 +14,11 @@ log, the tables' versions and the replay clock of the next staged batch, read wi
   batch (it never goes back), is before the bound;
 * ``finalize`` is work until the pipeline is finalized.
 
-When in doubt (object storage, which only Spark's file systems reach here; a table it cannot
-read), the answer is "work": a wasted Spark start is better than a skipped batch.
+Archives and tables on ``s3a://`` are read without a JVM too (``object_store``: pyarrow's
+``S3FileSystem`` for the listing and the journal, delta-rs for the tables, both configured from the
+S3A settings' environment). When in doubt (another scheme, which only Spark's file systems reach;
+a table or an object it cannot read), the answer is "work": a wasted Spark start is better than a
+skipped batch.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..core.durations import MIN_TIMESTAMP, format_timestamp
 from ..core.replay_clock import clock_after, is_due
 from .archive_delta import list_delta
 from .archive_files import list_local_archive
+from .object_store import is_s3, list_s3_archive
 from .recovery import tables_ahead
 from .state.delta import staging_clock_column
 from .state.delta_rs import DeltaRsReader
@@ -52,8 +56,10 @@ def pending_work(config: PipelineConfig, until_ms: int | None = None, finalize: 
 
 def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) -> PendingWork:
     sources = config.sources()
-    if not DeltaRsReader.supports(config) or any(local_path(s.path) is None for s in sources):
-        return PendingWork(True, "the archive or the tables are not on the local disk: Spark decides")
+    if not DeltaRsReader.reaches(config) or any(
+            local_path(s.path) is None and not is_s3(s.path) for s in sources):
+        return PendingWork(True, "the archive or the tables are neither on the local disk nor on S3: "
+                                 "Spark decides")
     operation = read_operation(config)
     if operation is not None:
         return PendingWork(True, f"unfinished: {operation.describe()}")
@@ -70,6 +76,7 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
         return PendingWork(True, f"tables ahead of the commit log ({', '.join(sorted(ahead))}): to restore")
     listed = [f for source in sources for f in (
         list_delta(source, known=known).files if source.format == "delta"  # delta-rs: no JVM either
+        else list_s3_archive(source.path, source.format, source.layout) if is_s3(source.path)
         else list_local_archive(local_path(source.path), source.format, source.layout))]
     new = [f.path for f in listed if f.path not in known]
     if new:

@@ -6,7 +6,9 @@ versions and a few small aggregates, which delta-rs reads straight from the Delt
 Parquet files. Reads go through ``QueryBuilder`` (DataFusion), which also reads the one table with
 deletion vectors (``window_latest``), and come back through the Arrow C stream
 (``RecordBatchReader.from_stream``: ``pyarrow.table()`` on the same stream imports pandas, 2 s).
-Only for tables on the local disk; object storage is read through Spark.
+Tables on the local disk, and (``reaches``: for ``pending_work``) on ``s3a://`` object storage,
+read as ``s3://`` with ``object_store.storage_options`` (the S3A settings' environment);
+``supports`` stays local-only for ``replay status`` and ``DeltaStore``, which use Spark there.
 
 Never writes: every change to the tables stays with Spark and Delta's own commit protocol.
 """
@@ -18,47 +20,65 @@ import os
 from typing import Any
 
 from ...config import PipelineConfig, local_path
+from ..object_store import delta_uri, is_s3, list_names, s3_filesystem, storage_options
 
 
 class DeltaRsReader:
-    """Reads one pipeline's Delta tables (on the local disk) without Spark."""
+    """Reads one pipeline's Delta tables (on the local disk, or on S3) without Spark."""
 
     def __init__(self, config: PipelineConfig) -> None:
         root = local_path(config.output_path)
-        if root is None:
-            raise ValueError(f"{config.output_path} is not on the local disk")
+        self.remote = root is None and is_s3(config.output_path)
+        if root is None and not self.remote:
+            raise ValueError(f"{config.output_path} is neither on the local disk nor on S3")
         self.config = config
-        self.root = root
+        self.root = root if root is not None else config.output_path.rstrip("/")
+        self.options = storage_options(self.root) if self.remote else None
+        self._fs: Any = None
 
     @staticmethod
     def supports(config: PipelineConfig) -> bool:
+        """Tables on the local disk (``replay status``, ``DeltaStore.versions``)."""
         return local_path(config.output_path) is not None
 
+    @staticmethod
+    def reaches(config: PipelineConfig) -> bool:
+        """Tables this reader can read: on the local disk or on S3 (``pending_work``)."""
+        return DeltaRsReader.supports(config) or is_s3(config.output_path)
+
     def path(self, table: str) -> str:
-        return os.path.join(self.root, table)
+        return f"{self.root}/{table}" if self.remote else os.path.join(self.root, table)
+
+    def table(self, name: str, version: int | None = None) -> Any:
+        from deltalake import DeltaTable
+
+        uri = delta_uri(self.path(name)) if self.remote else self.path(name)
+        return DeltaTable(uri, version=version, storage_options=self.options)
 
     def exists(self, table: str) -> bool:
         """Whether the table has a first commit (a directory alone may be a write killed early)."""
+        if self.remote:
+            if self._fs is None:
+                self._fs = s3_filesystem()
+            log = f"{self.path(table)}/_delta_log"
+            return any(name.endswith(".json") for name in list_names(log, self._fs))
         log = os.path.join(self.path(table), "_delta_log")
         return os.path.isdir(log) and any(name.endswith(".json") for name in os.listdir(log))
 
     def versions(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
         """The latest version of each of these tables that exists (as ``DeltaStore.versions``)."""
-        from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
         found = {}
         for table in tables:
             if self.exists(table):
                 with contextlib.suppress(TableNotFoundError):  # deleted meanwhile
-                    found[table] = DeltaTable(self.path(table)).version()
+                    found[table] = self.table(table).version()
         return found
 
     def restored_to(self, table: str) -> int | None:
         """The version the table's latest commit restored it to, if that commit is a RESTORE."""
-        from deltalake import DeltaTable
-
-        latest = DeltaTable(self.path(table)).history(1)[0]
+        latest = self.table(table).history(1)[0]
         if latest.get("operation") != "RESTORE":
             return None
         return int((latest.get("operationParameters") or {}).get("version", -1))
@@ -66,11 +86,11 @@ class DeltaRsReader:
     def rows(self, sql: str, tables: dict[str, int | None]) -> list[dict[str, Any]]:
         """The rows of a SQL query over these tables (each at its version, or the latest)."""
         import pyarrow as pa
-        from deltalake import DeltaTable, QueryBuilder
+        from deltalake import QueryBuilder
 
         query = QueryBuilder()
         for table, version in tables.items():
-            query.register(table, DeltaTable(self.path(table), version=version))
+            query.register(table, self.table(table, version))
         return pa.RecordBatchReader.from_stream(query.execute(sql)).read_all().to_pylist()
 
     def committed_log(self) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...config import PipelineConfig, local_path
 from ...core.durations import format_timestamp
+from ..object_store import is_s3, read_text
 
 JOURNAL_NAME = "_replay_operation.json"
 
@@ -71,7 +72,8 @@ def journal_path(config: PipelineConfig) -> str:
 
 
 def read_operation(config: PipelineConfig, spark: Any = None) -> Operation | None:
-    """The unfinished operation, if any. Needs ``spark`` only for a pipeline on object storage."""
+    """The unfinished operation, if any. Needs ``spark`` only for a pipeline on object storage
+    other than S3 (without ``spark``, an ``s3a://`` journal is read with pyarrow: ``pending_work``)."""
     path = journal_path(config)
     local = local_path(path)
     if local is not None:
@@ -79,6 +81,10 @@ def read_operation(config: PipelineConfig, spark: Any = None) -> Operation | Non
             with open(local) as handle:
                 text = handle.read()
         except FileNotFoundError:
+            return None
+    elif spark is None and is_s3(path):
+        text = read_text(path)
+        if text is None:
             return None
     else:
         text = _hadoop_read(spark, path)
