@@ -526,8 +526,11 @@ def validate_quality(pipeline_path: str) -> dict[str, Any]:
     """Run the pipeline's data-quality suites; raise QualityCheckFailed (with the report) if any fail."""
     validate_pipeline = optional_function("spark_jobs.quality", "validate_pipeline", "replay_quality")
     config = load_pipeline(pipeline_path)
-    with _task_session(config) as session:
-        result = validate_pipeline(config, spark=session)
+    if spark_mode() == "connect":  # a client of the warm server, like the replay and reprocess
+        with _task_session(config) as session:
+            result = validate_pipeline(config, spark=session)
+    else:
+        result = validate_pipeline(config)  # its own in-process session, started when needed
     report = result.describe()
     if not result.success:
         raise QualityCheckFailed(f"data quality failed for {config.name}:\n{report}")
