@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import re
-import socket
 import time
 from typing import Any
 
@@ -49,7 +48,9 @@ def wait_for_orphan_operations(previous_holder: str, spark: Any,
     host, port, session = found["host"], int(found["port"]), found["session"]
     if spark is not None and is_connect(spark) and spark.client._session_id == session:
         return
-    if not _answers(host, port):
+    from .connect_server import port_open
+
+    if not port_open(host.strip("[]"), port, timeout=5.0):
         return  # a server that is gone runs nothing
     from pyspark.sql.connect.client.core import SparkConnectClient
     from pyspark.sql.connect.proto import base_pb2 as pb2
@@ -97,11 +98,3 @@ def _builder(spark: Any, host: str, port: int, session: str, user: str | None) -
     params = {k: v for k, v in builder._params.items() if k != "user_id"}
     builder._params = {**params, "session_id": session, **({"user_id": user} if user else {})}
     return builder
-
-
-def _answers(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host.strip("[]"), port), timeout=5.0).close()
-        return True
-    except OSError:
-        return False

@@ -119,7 +119,7 @@ def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, directory: 
         return current, False
     folder = state_dir(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    if _port_open(_client_host(host), port):
+    if port_open(_client_host(host), port):
         raise ServerError(f"{host}:{port} is already in use by another process; choose --port")
     log = folder / LOG_FILE
     command, env = server_command(host, port)
@@ -263,7 +263,7 @@ def _stat_fields(proc: Path) -> list[str] | None:
 def _wait_ready(state: ServerState, process: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     host = _client_host(state.host)
-    while not _port_open(host, state.port):
+    while not port_open(host, state.port):
         if process.poll() is not None:
             raise ServerError(f"the Spark Connect server exited with status {process.returncode} "
                               f"before listening; {state.log} ends with:\n{_tail(state.log)}")
@@ -331,9 +331,10 @@ def _client_host(host: str) -> str:
     return host
 
 
-def _port_open(host: str, port: int) -> bool:
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether something accepts a TCP connection at ``host:port``."""
     try:
-        with socket.create_connection((host, port), timeout=1.0):
+        with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:
         return False
