@@ -94,6 +94,11 @@ def parse_time(moment: str) -> dt.datetime:
     return dt.datetime.fromisoformat(moment.replace("Z", "+00:00"))
 
 
+def run_seconds(dag_run: dict) -> float:
+    """How long a DAG run (a row of ``AirflowCli.runs``) took."""
+    return (parse_time(dag_run["end_date"]) - parse_time(dag_run["start_date"])).total_seconds()
+
+
 def retrying_runner(env: dict[str, str], cwd: Path) -> Callable[..., str]:
     """``run(*args, timeout=)``: a command in ``env``, asserted to succeed, its stdout returned.
     On SQLite a lock error can still happen despite the busy timeout; then, as the README says,
@@ -134,12 +139,21 @@ def demo_world(home: Path, base: Path, **extra_env: str) -> Iterator[dict[str, A
                       **extra_env)
     run = retrying_runner(env, base)
     run("replay", "generate", "data/archive/clicks")
+    with serving(run, env, home, base, port):
+        yield {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines,
+               "airflow": AirflowCli(run, home)}
+
+
+@contextlib.contextmanager
+def serving(run: Callable[..., str], env: dict[str, str], home: Path, base: Path,
+            port: int) -> Iterator[None]:
+    """The README's set-up commands (metadata database, the pipelines' pools, the DAGs), then
+    ``airflow standalone`` until the block ends."""
     run("airflow", "db", "migrate")
     run("replay", "pools")
     run("airflow", "dags", "reserialize")
     with standalone(env, home, base, port):
-        yield {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines,
-               "airflow": AirflowCli(run, home)}
+        yield
 
 
 #: The demo pipeline's tables a scheduled replay must write as a plain ``replay run`` writes them.

@@ -12,16 +12,12 @@ import json
 
 import pytest
 import yaml
-from airflow_standalone import delta_tables, demo_world, free_port, parse_time, pipeline_config
+from airflow_standalone import delta_tables, demo_world, free_port, pipeline_config, run_seconds
 
 pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
 
 DAG_ID = "replay__clicks_per_minute"
 INTERVALS = 6
-
-
-def _seconds(dag_run: dict) -> float:
-    return (parse_time(dag_run["end_date"]) - parse_time(dag_run["start_date"])).total_seconds()
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +49,7 @@ def test_the_demo_through_the_scheduler_as_clients_of_a_warm_server(world):
     assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
     replayed = [airflow.task_states(DAG_ID, r["run_id"])["replay_local"]["state"] for r in runs]
     assert replayed == ["skipped", "skipped", "success", "success", "success", "success"], replayed
-    print("scheduled runs over Connect (s):", [round(_seconds(r)) for r in runs])
+    print("scheduled runs over Connect (s):", [round(run_seconds(r)) for r in runs])
     # The tasks were the server's clients (their logs say which server they reached).
     logs = [p.read_text(errors="replace") for p in (world["home"] / "logs").rglob("*.log")]
     assert any(f"Spark Connect server of connection spark_connect_default (sc://localhost:{world['port']})"
@@ -71,7 +67,7 @@ def test_the_demo_through_the_scheduler_as_clients_of_a_warm_server(world):
 
     quality = airflow.wait("replay_quality", 1, timeout=600)
     assert {r["state"] for r in quality} == {"success"}, quality
-    print("replay_quality runs over Connect (s):", [round(_seconds(r)) for r in quality])
+    print("replay_quality runs over Connect (s):", [round(run_seconds(r)) for r in quality])
 
     created = dt.datetime.now(dt.UTC)
     run("airflow", "backfill", "create", "--dag-id", DAG_ID, "--max-active-runs", "1",
@@ -79,5 +75,5 @@ def test_the_demo_through_the_scheduler_as_clients_of_a_warm_server(world):
         "--reprocess-behavior", "completed")
     backfilled = airflow.wait(DAG_ID, 2, timeout=600, since=created)
     assert {r["state"] for r in backfilled} == {"success"}, backfilled
-    print("backfill runs over Connect (s):", [round(_seconds(r)) for r in backfilled])
+    print("backfill runs over Connect (s):", [round(run_seconds(r)) for r in backfilled])
     assert delta_tables(config) == expected

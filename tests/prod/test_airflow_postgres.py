@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from airflow_standalone import AirflowCli, airflow_env, free_port, parse_time, standalone
+from airflow_standalone import AirflowCli, airflow_env, free_port, run_seconds, serving
 from prod_services import BUCKET
 from test_object_storage import tables_local, tables_s3
 
@@ -79,16 +79,9 @@ def world(store, postgres, tmp_path_factory):
     demo["source"]["path"] = f"s3a://{BUCKET}/archive/airflow"
     demo["output"]["path"] = f"s3a://{BUCKET}/{PREFIX}"
     (pipelines / "clicks_per_minute.yaml").write_text(yaml.safe_dump(demo))
-    run("airflow", "db", "migrate")
-    run("replay", "pools")
-    run("airflow", "dags", "reserialize")
-    with standalone(env, home, base, port):
+    with serving(run, env, home, base, port):
         yield {"run": run, "home": home, "base": base, "env": env, "store": store,
                "airflow": AirflowCli(run, home)}
-
-
-def _seconds(dag_run: dict) -> float:
-    return (parse_time(dag_run["end_date"]) - parse_time(dag_run["start_date"])).total_seconds()
 
 
 def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
@@ -99,7 +92,7 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
     replayed = [airflow.task_states(DAG_ID, r["run_id"])["replay_local"]["state"] for r in runs]
     assert replayed == ["skipped", "skipped", "success", "success", "success", "success"], replayed
-    print("scheduled runs (s):", [round(_seconds(r)) for r in runs])
+    print("scheduled runs (s):", [round(run_seconds(r)) for r in runs])
 
     # The same tables as a plain local `replay run --finalize` of the same archive.
     local = yaml.safe_load((world["base"] / "pipelines" / "clicks_per_minute.yaml").read_text())
@@ -113,7 +106,7 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     # 2. The quality DAG ran on the asset events and passed.
     quality = airflow.wait("replay_quality", 1, timeout=900)
     assert {r["state"] for r in quality} == {"success"}, quality
-    print("replay_quality runs (s):", [round(_seconds(r)) for r in quality])
+    print("replay_quality runs (s):", [round(run_seconds(r)) for r in quality])
 
     # 3. `backfill create` of two intervals again, through the scheduler: each ends at the check.
     created = dt.datetime.now(dt.UTC)
@@ -124,7 +117,7 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     assert len(backfilled) == 2 and {r["state"] for r in backfilled} == {"success"}, backfilled
     for dag_run in backfilled:
         assert airflow.task_states(DAG_ID, dag_run["run_id"])["replay_local"]["state"] == "skipped"
-    print("backfill runs (s):", [round(_seconds(r)) for r in backfilled])
+    print("backfill runs (s):", [round(run_seconds(r)) for r in backfilled])
 
     # 4. A reprocess with good and bad conf: the bad one refused before anything is touched; the
     # results stay those of a clean replay.
@@ -141,4 +134,4 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     assert good[0]["reprocess__clicks_per_minute"]["state"] == "success"
     assert refused[0]["reprocess__clicks_per_minute"]["state"] in ("upstream_failed", None)
     assert tables_s3(store, PREFIX) == expected
-    print("replay_reprocess runs (s):", [(r["state"], round(_seconds(r))) for r in reprocess])
+    print("replay_reprocess runs (s):", [(r["state"], round(run_seconds(r))) for r in reprocess])
