@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import replace
 from functools import reduce
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -52,14 +52,6 @@ def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) 
         )
 
 
-class IngestOutcome(NamedTuple):
-    """What a run's ingest leaves to its passes (``Ingest.ingest``)."""
-
-    committed: Future | None  # the source_files commit, which completes the ingest
-    staged: Future | None  # the staging commit: readers of staging wait for it
-    ingested: tuple[int, int, Any] | None  # PassComputer.ingested
-
-
 class StepClock:
     """Seconds spent in each named step since the previous one (``REPLAY_PROFILE`` output)."""
 
@@ -85,11 +77,12 @@ class Ingest:
         self.pool = pool  # the run's Delta writes: quarantine and source_files beside the rest
         self.progress = progress
 
-    def ingest(self, summary: RunSummary, kept_columns: Callable[[int], list[str]]) -> IngestOutcome:
+    def ingest(
+        self, summary: RunSummary, kept_columns: Callable[[int], list[str]]
+    ) -> tuple[Future | None, tuple[int, int, Any] | None]:
         """Read the new archive files: number their records into ``staging``, quarantine the rest.
-        Returns (``IngestOutcome``) the commit of their ``source_files`` rows, which completes the
-        ingest, the commit of ``staging``, both still running, and what the passes take from it
-        (``PassComputer.ingested``); all None when there was nothing new.
+        Returns the commit of their ``source_files`` rows, which completes the ingest, and what the
+        passes take from it (``PassComputer.ingested``); both None when there was nothing new.
         ``kept_columns(records)`` names the record columns the passes want kept on the driver.
 
         The archive is read twice rather than cached (a cache costs more to fill than a second
@@ -121,7 +114,7 @@ class Ingest:
         new_per_input = [[f for f in files if f.path not in known] for files in listed]
         new = [f for files in new_per_input for f in files]
         if not new:
-            return IngestOutcome(None, None, None)
+            return None, None
         clock = StepClock()
         ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
         seq_base, batch_base = self.next_positions(known)
@@ -219,6 +212,18 @@ class Ingest:
         )
         batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
         staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
+        self.store.replace_where(
+            staged, "staging", f"_ingest = {ingest_id}",
+            stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
+            **STAGING_LAYOUT,
+        )
+        numbered.close()
+        # Drops the cluster sort's copy of the records, if it made one.
+        self.spark.catalog.clearCache()
+        clock.step("staged")
+        crash_point("ingest:staged")
+        quarantine.result()
+        clock.step("quarantined")
         rows = [
             (f.path, f.size, f.modified_ms, file_indexes[f.path], ingest_id,
              int(per_file_records[file_indexes[f.path]]), int(per_file_bad[file_indexes[f.path]]),
@@ -231,39 +236,15 @@ class Ingest:
             "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT, "
             "batch_end BIGINT"
         )
-        staging_committed: Future = Future()
-
-        def stage_and_commit() -> Any:
-            """Stage the records, then commit the ingest (its source_files rows) once the quarantine
-            is written too: on the pool, beside the first passes, which need staging only for
-            their late events' raw lines (they wait for ``staging_committed``)."""
-            try:
-                self.store.replace_where(
-                    staged, "staging", f"_ingest = {ingest_id}",
-                    stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
-                    **STAGING_LAYOUT,
-                )
-                numbered.close()
-                # Drops the cluster sort's copy of the records, if it made one.
-                self.spark.catalog.clearCache()
-            except BaseException as error:
-                staging_committed.set_exception(error)
-                raise
-            staging_committed.set_result(None)
-            clock.step("staged")
-            crash_point("ingest:staged")
-            quarantine.result()
-            clock.step("quarantined")
-            crash_point("ingest:quarantined")
-            profile(self.progress, "ingest steps", clock.steps)
-            # Written last: an ingest without its source_files rows is redone from scratch.
-            # The Delta sources' versions read go into the commit's info (DESCRIBE HISTORY source_files).
-            return self.store.replace_where(
-                self.spark.createDataFrame(rows, schema), "source_files", f"ingest_id = {ingest_id}",
-                user_metadata=json.dumps({"delta_versions": read_versions}) if read_versions else None,
-            )
-
-        logged = self.pool.submit(stage_and_commit)
+        crash_point("ingest:quarantined")
+        # Written last: an ingest without its source_files rows is redone from scratch.
+        # The Delta sources' versions read go into the commit's info (DESCRIBE HISTORY source_files).
+        logged = self.pool.submit(
+            self.store.replace_where, self.spark.createDataFrame(rows, schema), "source_files",
+            f"ingest_id = {ingest_id}",
+            user_metadata=json.dumps({"delta_versions": read_versions}) if read_versions else None,
+        )
+        profile(self.progress, "ingest steps", clock.steps)
         summary.files_ingested += len(new)
         summary.wrote("staging", "quarantine", "source_files")
         summary.records_accepted += accepted_count
@@ -273,7 +254,7 @@ class Ingest:
             f"[{self.config.name}] ingested {len(new)} files: {accepted_count + quarantined} records, "
             f"{accepted_count} accepted, {quarantined} quarantined"
         )
-        return IngestOutcome(logged, staging_committed, ingested)
+        return logged, ingested
 
     def known_files(self) -> dict[str, dict[str, Any]]:
         """``source_files``' rows by path. A lakehouse on the local disk is read with delta-rs: no

@@ -10,7 +10,6 @@ Its keys then run once each, on the driver for a small pass, on the executors ot
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -62,9 +61,6 @@ class PassComputer:
         #: ``(first seq, first batch, timeline and kept record columns in replay order)`` of what
         #: this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
-        #: The commit of this run's staging write, which runs beside the first passes: every read
-        #: of ``staging`` waits for it (a Delta read pins the table's version when it is made).
-        self.staging_committed: Future | None = None
 
     def compute_pass(
         self, batches: list[PendingBatch], watermark: WatermarkState, state: Any
@@ -84,29 +80,25 @@ class PassComputer:
         first, final = batches[0], batches[-1]
         seq_start, seq_end = first.seq_start, final.seq_end
         ids = [batch.batch_id for batch in batches]
-        has_records = seq_end > seq_start
-
-        def staged() -> Any:  # the pass's staged rows, once this run's staging is committed
-            return self.staged_range(seq_start, seq_end)
-
+        staged = self.staged_range(seq_start, seq_end) if seq_end > seq_start else None
         inputs = config.input_watermarks()
         record_columns = self.record_columns()
         # The timeline's columns: from what this run ingested when it covers the pass, else from
         # staging, with the pass's records when they are read ahead (one read for both).
-        arrow = self.ingested_timeline(seq_start, seq_end) if has_records else None
+        arrow = self.ingested_timeline(seq_start, seq_end) if staged is not None else None
         timeline = ["_seq", *timeline_columns(config)]
         on_driver = self.runs_on_driver(seq_end - seq_start)
         staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
         ahead_read = 0.0  # seconds reading them (a records_read step)
-        if has_records and on_driver and seq_end - seq_start < READ_AHEAD_RECORDS:
+        if staged is not None and on_driver and seq_end - seq_start < READ_AHEAD_RECORDS:
             late = late_source_columns(self.config) if config.late_output == "side_output" else []
             wanted = [*record_columns, *late, *(timeline if arrow is None else [])]
             mark = time.time()
             staged_rows = self.driver_records(list(dict.fromkeys(wanted)), seq_start, seq_end)
             ahead_read = time.time() - mark
-        if has_records and arrow is None:
+        if staged is not None and arrow is None:
             arrow = staged_rows.select(timeline) if staged_rows is not None else collect_in_replay_order(
-                staged(), *timeline
+                staged, *timeline
             )
         steps = {"timeline_read": time.time() - started - ahead_read}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
@@ -124,12 +116,10 @@ class PassComputer:
             config.watermark, watermark, seq_start, event_time, ingest, partition,
             [(batch.records, batch.finalize) for batch in batches], inputs,
         )
-
-        def records() -> Any:  # the pass's records as a DataFrame, where the driver has none
-            if has_records:
-                return staged().select(*record_columns)
-            return self.spark.createDataFrame([], self.staging_schema(record_columns))
-
+        if staged is not None:
+            records = staged.select(*record_columns)
+        else:
+            records = self.spark.createDataFrame([], self.staging_schema(record_columns))
         function = make_cogroup_function(
             config, self.spec, Timeline.concat(timelines), [(b.seq_start, b.batch_id) for b in batches]
         )
@@ -145,12 +135,12 @@ class PassComputer:
             else:
                 rows = self.ingested_records(arrow, seq_start, seq_end)
                 if rows is None:
-                    rows = records().toArrow()
+                    rows = records.toArrow()
             steps["records_read"], mark = ahead_read + time.time() - mark, time.time()
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
         else:
             out = (
-                records().groupBy(*keys)
+                records.groupBy(*keys)
                 .cogroup(arrow_frame(self.spark, state).groupBy(*keys))
                 .applyInArrow(function, output_ddl(config))
                 .toArrow()
@@ -170,8 +160,8 @@ class PassComputer:
             for batch_id, n in zip(counted.column("_batch").to_pylist(),
                                    counted.column("_batch_count").to_pylist(), strict=True):
                 late_counts[batch_id] = n
-        return ComputedPass(batches, staged if has_records else None, timelines, states, out, by_kind,
-                            panes, late_counts, steps, started, keys, staged_rows)
+        return ComputedPass(batches, staged, timelines, states, out, by_kind, panes, late_counts, steps,
+                            started, keys, staged_rows)
 
     def record_columns(self) -> list[str]:
         """The staged columns a pass's operator reads."""
@@ -235,13 +225,7 @@ class PassComputer:
         """``staging``'s rows of records ``seq_start`` to ``seq_end`` (exclusive)."""
         from pyspark.sql import functions as F
 
-        self.await_staging()
         return self.store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < seq_end))
-
-    def await_staging(self) -> None:
-        """Wait for this run's staging write (see ``staging_committed``); raises what it raised."""
-        if self.staging_committed is not None:
-            self.staging_committed.result()
 
     def driver_records(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """A small pass's staged records (Arrow, in ``_seq`` order) for its keys to run on the
@@ -273,7 +257,6 @@ class PassComputer:
     def staging_schema(self, columns: list[str]) -> Any:
         """``columns`` as staged (the schema of a pass with no records): from ``staging`` when it
         exists, else from the config."""
-        self.await_staging()
         schema = self.store.read("staging").schema if self.store.exists("staging") else None
         if schema is not None:
             from pyspark.sql.types import StructType

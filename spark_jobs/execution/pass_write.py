@@ -114,19 +114,14 @@ class PassWriter:
             last_of_run or final.batch_id - latest_before >= config.latest_every
         )
         if "late" in kinds and config.late_output == "side_output":
-            late_rows = None
+            source = staged
             if computed.staged_rows is not None:  # the late records are on the driver already
                 rows = computed.staged_rows
                 wanted = pc.is_in(rows.column("_seq"), value_set=by_kind["late"].column("_seq"))
                 late_rows = rows.filter(wanted).select(late_source_columns(self.config))
-
-            def write_late() -> None:
-                # From staging otherwise: made here, on the pool, since it waits for this run's
-                # staging write if that still runs, while the pass's other tables are written.
-                source = staged() if late_rows is None else arrow_frame(self.spark, late_rows).coalesce(1)
-                store.append_batch(self.late_frame(frame("late"), source), "late_events", tag)
-
-            writes.append(traced("late", "late_events", write_late))
+                source = arrow_frame(self.spark, late_rows).coalesce(1)  # one file, as frame()
+            late = self.late_frame(frame("late"), source)
+            writes.append(traced("late", "late_events", lambda: store.append_batch(late, "late_events", tag)))
         new_state = frame("state").select(
             *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
         )

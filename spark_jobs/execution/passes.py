@@ -78,9 +78,7 @@ class ComputedPass:
     """A pass whose operator has run, not yet written: what ``write_pass`` needs."""
 
     batches: list[PendingBatch]
-    #: The pass's staged records (a DataFrame; made when called, as this run's staging may still be
-    #: being written), None for a finalize-only pass.
-    staged: Callable[[], Any] | None
+    staged: Any  # the pass's staged records (a DataFrame), None for a finalize-only pass
     timelines: list[Timeline]
     states: list[WatermarkState]  # the watermark state after each batch
     out: Any  # the operator's output rows (Arrow), every kind

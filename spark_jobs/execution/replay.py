@@ -7,8 +7,7 @@ lock around it) does:
    recorded;
 1. **ingest** (``ingest``): list the archive, read the files not yet ingested (bad records go to
    ``quarantine``), number the new records in replay order (``_seq``, see ``ordering``), cut
-   them into batches and stage them in the ``staging`` table (that write runs beside the first
-   passes, which take their records from the ingest: only reads of ``staging`` wait for it);
+   them into batches and stage them in the ``staging`` table;
 2. **passes**: the staged batches not yet committed, grouped into passes of consecutive batches
    (up to ``batch.pass_max_records``; the plan and the run's account are in ``passes``). Each is
    computed (``pass_compute``: every batch's watermark timeline on the driver, every key once
@@ -96,12 +95,11 @@ class Replay:
         self.writer.latest = LatestMerges(
             self.store, LatestMerged(-1 if through is None else through, self.store.version("window_latest"))
         )
-        # The ingest's staging write and source_files rows commit beside the first passes'
-        # computing and table writes: readers of staging wait for its commit, and the first
-        # pass's log rows for the ingest's (an ingest without them is redone).
-        ingest = self.ingestion.ingest(summary, self.computer.kept_record_columns)
-        ingest_commit, self.computer.ingested = ingest.committed, ingest.ingested
-        self.computer.staging_committed = ingest.staged
+        # The ingest's source_files rows commit beside the first pass's computing and table
+        # writes; that pass's log rows wait for them (an ingest without them is redone).
+        ingest_commit, self.computer.ingested = self.ingestion.ingest(
+            summary, self.computer.kept_record_columns
+        )
         pending = self.pending_batches(last)
         if through_batch is not None:
             pending = [batch for batch in pending if batch[0] <= through_batch]
@@ -162,7 +160,6 @@ class Replay:
                 (batch_base + number, seq_base + int(lo), seq_base + int(hi), int(at))
                 for number, (lo, hi, at) in enumerate(zip(starts, ends, running_clocks, strict=True))
             ]
-        self.computer.await_staging()
         if not self.store.exists("staging"):
             return []
         from pyspark.sql import functions as F

@@ -69,13 +69,13 @@ def write_pipeline(path: Path, archive: Path, output: Path, **overrides: Any) ->
     return path
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 900,
-            module: str | None = "spark_jobs.interfaces.cli") -> subprocess.CompletedProcess:
-    """The real ``replay`` command in a fresh process (its own JVM): for kill tests. With
-    ``module=None`` the arguments go to the interpreter itself (``-c`` and a launcher)."""
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """The real ``replay`` command in a fresh process (its own JVM): for kill tests."""
     environment = {**os.environ, "SPARK_MASTER": os.environ.get("SPARK_MASTER", "local[2]"), **(env or {})}
-    command = [sys.executable, *(["-m", module] if module else []), *args]
-    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "spark_jobs.interfaces.cli", *args], capture_output=True, text=True,
+        env=environment, timeout=timeout,
+    )
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
