@@ -29,6 +29,13 @@ def session_windows(draw):
     return {"type": "session", "gap": gap}, gap
 
 
+def kernel(spec, timeline, state, seqs, timestamps, values, key):
+    """The kernel called with the records' values as columns, as ``process_key_columns`` calls it."""
+    columns = [list(column) for column in zip(*values, strict=True)]
+    columns = columns or [[]] * len(spec.pane.aggregation.specs)
+    return session_kernel.process_key(spec, timeline, state, seqs, timestamps, columns, key)
+
+
 @SETTINGS
 @given(data=st.data())
 def test_the_session_kernel_equals_the_per_record_operator_pass_by_pass(data):
@@ -36,11 +43,11 @@ def test_the_session_kernel_equals_the_per_record_operator_pass_by_pass(data):
     records = data.draw(archives(config, ingest))
     passes = split(data.draw, records)
     event(config.trigger.to_dict()["type"])
-    first = run_both(config, records, passes, lambda: True, kernel=session_kernel.process_key)
+    first = run_both(config, records, passes, lambda: True, kernel=kernel)
     # Alternating engines between passes (the next pass starting from either's state) changes nothing.
     pattern = data.draw(st.lists(st.booleans(), min_size=1, max_size=8))
     turns = iter(pattern * 1000)
-    assert run_both(config, records, passes, lambda: next(turns), kernel=session_kernel.process_key) == first
+    assert run_both(config, records, passes, lambda: next(turns), kernel=kernel) == first
 
 
 # ---- scope and fallback -------------------------------------------------------------------------
@@ -79,12 +86,12 @@ def one_line(watermarks, records=None):
 def test_the_kernel_declines_state_it_does_not_reproduce():
     spec, line = spec_of(), one_line([5])
     row = WindowStateRow(TimeWindow(0, 10), True, 0, None, None, [9, 9 + 0], [])
-    assert session_kernel.process_key(spec, line, [row], [0], [1], [(None,)]) is not None
+    assert session_kernel.process_key(spec, line, [row], [0], [1], [[None]]) is not None
     with_processing = row._replace(processing_timers=[3])
-    assert session_kernel.process_key(spec, line, [with_processing], [0], [1], [(None,)]) is None
+    assert session_kernel.process_key(spec, line, [with_processing], [0], [1], [[None]]) is None
     intersecting = [row, row._replace(window=TimeWindow(10, 20), event_timers=[19])]
-    assert session_kernel.process_key(spec, line, intersecting, [0], [1], [(None,)]) is None
-    assert session_kernel.process_key(spec, line, [], [0], [2**63 - 2**60], [(None,)]) is None
+    assert session_kernel.process_key(spec, line, intersecting, [0], [1], [[None]]) is None
+    assert session_kernel.process_key(spec, line, [], [0], [2**63 - 2**60], [[None]]) is None
 
 
 def test_process_key_columns_runs_sessions_through_the_kernel(monkeypatch):
@@ -108,8 +115,8 @@ def test_a_session_is_late_exactly_when_its_cleanup_time_is_reached():
     # is late and so is its record; [32, 42) at 46, so it is taken and fires at once (late pane).
     spec = spec_of(allowed_lateness=5)
     line = one_line([45], records=3)
-    args = (spec, line, [], [0, 1, 2], [50, 31, 32], [(None,)] * 3)
-    fast, slow = session_kernel.process_key(*args), process_key(*args[:5], [(None,)] * 3)
+    args = (spec, line, [], [0, 1, 2], [50, 31, 32])
+    fast, slow = session_kernel.process_key(*args, [[None] * 3]), process_key(*args, [(None,)] * 3)
     assert [(late.seq, late.watermark) for late in fast.late] == [(1, 45)]
     assert [(pane.window, pane.timing, pane.values) for pane in fast.panes] == [
         (TimeWindow(32, 42), "LATE", [1])]
