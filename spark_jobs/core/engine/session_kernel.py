@@ -168,13 +168,27 @@ class _Run(WindowStateRows):
         self.watermark = timeline.start_watermark
         self.lowest_advance = bisect_left(self.adv_seq, self.seq)
         self.clock = timeline.start_clock
+        #: The record whose window's end and cleanup timers ``register_event_time_timer`` may be
+        #: asked for (-1: none), and per record those times and their points (``run``).
+        self.hint = -1
+        self.last_timestamps: list[int] = []
+        self.end_points: list[int] = []
+        self.cleanup_points: list[int] = []
 
     # ---- what the trigger context calls --------------------------------------------------------
     def register_event_time_timer(self, time: int, window: TimeWindow) -> None:
         timers = self.timers
         if (time, window) in timers:
             return  # most calls: the timer is pending already
-        point = bisect_left(self.adv_wm, time, self.lowest_advance)
+        # A session's end and cleanup timers are mostly those of the window [t, t + gap) of the
+        # record at hand, whose points were searched for all records at once.
+        record = self.hint
+        if record >= 0 and time == self.last_timestamps[record]:
+            point = max(self.end_points[record], self.lowest_advance)
+        elif record >= 0 and time == self.last_timestamps[record] + self.lateness:
+            point = max(self.cleanup_points[record], self.lowest_advance)
+        else:
+            point = bisect_left(self.adv_wm, time, self.lowest_advance)
         if point < len(self.adv_wm):
             timers[(time, window)] = point
             heapq.heappush(self.heap, (self.adv_seq[point], time, window, point))
@@ -205,8 +219,14 @@ class _Run(WindowStateRows):
         arrays, kinds = aggregate_columns(shape.functions, shape.counts_all, columns, n)
         self.book = Book(self.pane, shape, arrays, kinds, seq_array)
         self._restore(state, int(seq_array[0]) if n else None)
-        advances, clocks = self.timeline.record_points(seq_array)
-        self.watermarks = self.timeline.watermarks_before(seq_array).tolist()
+        timeline = self.timeline
+        advances, clocks = timeline.record_points(seq_array)
+        self.watermarks = timeline.watermarks_before(seq_array).tolist()
+        last_timestamps = ts_array + (self.gap - 1)  # of each record's window [t, t + gap)
+        self.last_timestamps = last_timestamps.tolist()
+        self.end_points = timeline.event_timer_points(last_timestamps).tolist()
+        cleanups = rules.kernel_cleanup_time(last_timestamps, self.lateness)
+        self.cleanup_points = timeline.event_timer_points(cleanups).tolist()
         self._sweep(seq_array.tolist(), ts_array.tolist(), advances, clocks)
         self._fire_timers(None)
         return self._output()
@@ -228,7 +248,7 @@ class _Run(WindowStateRows):
                     self._fire_timers(seq)
                     break
                 heappop(heap)  # a timer deleted or registered again since: most due entries
-            self.seq, self.phase, self.lowest_advance = seq, STEP_ELEMENT, advance
+            self.seq, self.phase, self.lowest_advance, self.hint = seq, STEP_ELEMENT, advance, i
             watermark = self.watermark = watermarks[i]
             self.clock = clk_val[clocks[i] - 1] if clocks[i] else start_clock
             # Flink's MergingWindowSet.addWindow with SessionWindows.merge_windows's rule (windows
@@ -295,6 +315,7 @@ class _Run(WindowStateRows):
         before = opened[low - 1].end if low else MIN_TIMESTAMP
         after = opened[low + 1].start if low + 1 < len(opened) else MAX_TIMESTAMP
         timestamp, made = timestamps[i], i
+        raised = i if timestamp + gap > end else -1  # the record whose window ends the session
         start, end = min(start, timestamp), max(end, timestamp + gap)  # the first record: checked
         watermarks, n, j = self.watermarks, len(seqs), i + 1
         while j < n:
@@ -307,10 +328,11 @@ class _Run(WindowStateRows):
             if timestamp < start:
                 start, made = timestamp, j
             if reach > end:
-                end, made = reach, j
+                end, made, raised = reach, j, j
             j += 1
         # The moment of the record that made the session as it ends.
         self.seq, self.phase, self.lowest_advance = seqs[made], STEP_ELEMENT, advances[made]
+        self.hint = raised
         self.watermark = watermarks[made]
         clock = clocks[made]
         self.clock = self.timeline.clk_val[clock - 1] if clock else self.timeline.start_clock
@@ -356,8 +378,8 @@ class _Run(WindowStateRows):
             if timers.get((time, window), -1) != point:
                 continue  # deleted, or registered again: a stale entry
             del timers[(time, window)]
-            self.seq, self.phase, self.lowest_advance = seq, STEP_EVENT_TIMER, point
-            self.watermark, self.clock = adv_wm[point], self.timeline.clock_at(seq)
+            self.seq, self.phase, self.lowest_advance, self.hint = seq, STEP_EVENT_TIMER, point, -1
+            self.watermark, self.clock = adv_wm[point], self.timeline.advance_clock(point)
             state = self.windows.get(window)
             if state is None:
                 continue  # a timer of a window merged away: nothing to do (as in Flink)
