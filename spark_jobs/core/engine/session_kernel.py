@@ -36,10 +36,12 @@ changes results, only the cost.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from heapq import heappop
 from typing import Any
+
+import numpy as np
 
 from .. import rules
 from ..durations import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -106,6 +108,22 @@ def process_key(
         return None
 
 
+def _stretches(timestamps: np.ndarray, watermarks: np.ndarray, gap: int) -> tuple[list[int], list[int]]:
+    """Per record, the furthest end of the windows ``[t, t + gap)`` of the records up to it, and
+    the first record from it on whose window starts after that end of the records before it, or
+    whose watermark has reached it (``len``: none).
+
+    A session ending where the records so far reach grows by each record of such a stretch (as long
+    as it does not start before the session or reach the next one), and nothing of it fires or is
+    due in between: ``_run`` takes the stretch in one step."""
+    reaches = np.maximum.accumulate(timestamps + gap) if len(timestamps) else timestamps
+    follows = np.zeros(len(timestamps), dtype=bool)
+    if len(timestamps) > 1:
+        follows[1:] = (timestamps[1:] <= reaches[:-1]) & ~end_reached(reaches[:-1] - 1, watermarks[1:])
+    breaks = np.where(follows, len(timestamps), np.arange(len(timestamps)))
+    return reaches.tolist(), np.minimum.accumulate(breaks[::-1])[::-1].tolist()
+
+
 class _Run(Sessions):
     """One key's batch: restore, sweep the records and due timers, compute the contents, dump."""
 
@@ -117,6 +135,10 @@ class _Run(Sessions):
         # negative lateness).
         self.runs = type(nested) is EventTimeTrigger and self.lateness >= 0
         self.watermarks: list[int] = []  # per record, the watermark in force
+        self.ts_array = np.zeros(0, dtype=np.int64)
+        #: Per record, how far the records up to it reach, and where its stretch ends (``_stretches``).
+        self.reaches: list[int] = []
+        self.stretch_ends: list[int] = []
 
     # ---- the batch -----------------------------------------------------------------------------
     def run(self, state: list[WindowStateRow], seqs: Any, timestamps: Any,
@@ -135,7 +157,11 @@ class _Run(Sessions):
         self._restore(state, int(seq_array[0]) if n else None)
         timeline = self.timeline
         advances, clocks = timeline.record_points(seq_array)
-        self.watermarks = timeline.watermarks_before(seq_array).tolist()
+        watermarks = timeline.watermarks_before(seq_array)
+        self.watermarks = watermarks.tolist()
+        self.ts_array = ts_array
+        if self.runs:
+            self.reaches, self.stretch_ends = _stretches(ts_array, watermarks, self.gap)
         last_timestamps = ts_array + (self.gap - 1)  # of each record's window [t, t + gap)
         self.last_timestamps = last_timestamps.tolist()
         self.end_points = timeline.event_timer_points(last_timestamps).tolist()
@@ -232,7 +258,20 @@ class _Run(Sessions):
         raised = i if timestamp + gap > end else -1  # the record whose window ends the session
         start, end = min(start, timestamp), max(end, timestamp + gap)  # the first record: checked
         watermarks, n, j = self.watermarks, len(seqs), i + 1
+        reaches, stretch_ends, ts_array = self.reaches, self.stretch_ends, self.ts_array
         while j < n:
+            if end == reaches[j - 1] and stretch_ends[j] - j > 8:
+                # The session ends where the records so far reach: it grows by the records of the
+                # stretch from here (``_stretches``) that start in it and reach short of the next.
+                chunk = ts_array[j:stretch_ends[j]]
+                outside = np.flatnonzero((chunk < start) | (chunk >= after - gap))
+                stop = j + (int(outside[0]) if len(outside) else len(chunk))
+                if stop > j:
+                    if reaches[stop - 1] > end:
+                        end = reaches[stop - 1]
+                        made = raised = bisect_left(reaches, end, j, stop)  # the first to reach it
+                    j = stop
+                    continue
             timestamp = timestamps[j]
             reach = timestamp + gap
             # Due before this record, the session's end timer would fire: the run stops.

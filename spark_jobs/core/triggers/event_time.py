@@ -9,9 +9,10 @@ from ..windows.base import TimeWindow
 from .base import Trigger, TriggerContext, TriggerResult
 
 
-def end_reached(max_timestamp: int, watermark: int) -> bool:
+def end_reached(max_timestamp: Any, watermark: Any) -> Any:
     """Whether the watermark has reached a window's last timestamp: then a record fires the window
-    at once, and neither a record nor a merge registers its end timer (which is due already)."""
+    at once, and neither a record nor a merge registers its end timer (which is due already).
+    Scalars or numpy arrays."""
     return max_timestamp <= watermark
 
 

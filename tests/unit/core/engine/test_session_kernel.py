@@ -163,8 +163,8 @@ def run_pipelines(draw):
 def run_archives(draw, config, ingest, gap):
     """Mostly event-time order in small steps (long runs), with pauses longer than the gap (new
     sessions, and the watermark passing the old ones' ends between a key's records), records a
-    little back (landing inside), late ones (behind the watermark: retired or firing at once) and
-    ones bridging two sessions."""
+    little back (landing inside), late ones (behind the watermark: retired or firing at once), ones
+    bridging two sessions and ones ahead (a later session that a run grows into)."""
     n = draw(st.integers(1, 120))
     keys = draw(st.sampled_from([["a"], ["a", "b"], ["a", "b", "c"]]))
     partitions = draw(st.sampled_from([["p0"], ["p0"], ["p0", "p1"]]))
@@ -175,7 +175,7 @@ def run_archives(draw, config, ingest, gap):
     columns = [spec.column for spec in config.aggregates]
     out = []
     for _ in range(n):
-        kind = draw(st.sampled_from(["next"] * 14 + ["pause", "back", "late", "bridge"]))
+        kind = draw(st.sampled_from(["next"] * 14 + ["pause", "back", "late", "bridge", "ahead"]))
         if kind == "pause":
             now += draw(st.integers(gap, 4 * gap))
         elif kind == "next":
@@ -187,6 +187,8 @@ def run_archives(draw, config, ingest, gap):
             event_time = now - draw(st.integers(gap, 10 * gap))
         elif kind == "bridge":
             event_time = now - draw(st.integers(gap, 3 * gap))
+        elif kind == "ahead":  # a session ahead, which in-order records then grow into
+            event_time = now + draw(st.integers(gap, 3 * gap))
         clock += draw(st.integers(0, step + 5))
 
         def value(column):
@@ -263,3 +265,31 @@ def test_an_in_order_run_is_one_step(monkeypatch):
     assert (repr(fast.panes), repr(fast.late), repr(fast.state)) == (
         repr(slow.panes), repr(slow.late), repr(slow.state))
     assert [(pane.window, pane.values) for pane in fast.panes] == [(TimeWindow(0, 5 * n + 5), [n, sum(xs)])]
+
+
+def test_an_in_order_run_stops_at_the_next_session(monkeypatch):
+    """Records in order growing a session toward a later one: the run takes them up to the record
+    that reaches the later session, which merges the two (the per-record path)."""
+    calls = []
+    original = session_kernel._Run._run
+
+    def counting(self, i, *args):
+        end = original(self, i, *args)
+        calls.append((i, end))
+        return end
+
+    monkeypatch.setattr(session_kernel._Run, "_run", counting)
+    spec = spec_of(aggregates={"n": "count(*)", "c": "collect_list(v)"}, allowed_lateness=5)
+    timestamps = [0, 100] + list(range(5, 95, 5))
+    n = len(timestamps)
+    watermarks = [-10] * (n - 1) + [2**63 - 1]
+    line = Timeline(0, n, -(2**63), 0, list(range(n)), watermarks, [], [])
+    values = list(range(n))
+    args = (spec, line, [], list(range(n)), timestamps)
+    fast = session_kernel.process_key(*args, [[None] * n, values])
+    slow = process_key(*args, [(None, v) for v in values])
+    assert (repr(fast.panes), repr(fast.late), repr(fast.state)) == (
+        repr(slow.panes), repr(slow.late), repr(slow.state))
+    assert calls == [(2, n - 1)]  # 5 .. 85 grow [0, 10); 90 reaches [100, 110)
+    # The merge folds the contents in window order; collect_list keeps arrival order.
+    assert [(pane.window, pane.values) for pane in fast.panes] == [(TimeWindow(0, 110), [n, values])]
