@@ -124,11 +124,15 @@ class Timeline:
 
     def watermarks_before(self, seqs: np.ndarray) -> np.ndarray:
         """Array form of :meth:`watermark_before`, for many records at once."""
-        adv_seq, adv_wm = self._advances()
-        i = np.searchsorted(adv_seq, seqs, side="left")
+        return self.watermarks_at(np.searchsorted(self._advances()[0], seqs, side="left"))
+
+    def watermarks_at(self, advances: np.ndarray) -> np.ndarray:
+        """The watermark in force at records with ``advances`` watermark advances before them
+        (:meth:`record_points`' first list, as an array): :meth:`watermarks_before` without the search."""
+        adv_wm = self._advances()[1]
         if not len(adv_wm):
-            return np.full(len(i), self.start_watermark, dtype=np.int64)
-        return np.where(i > 0, adv_wm[np.maximum(i - 1, 0)], self.start_watermark)
+            return np.full(len(advances), self.start_watermark, dtype=np.int64)
+        return np.where(advances > 0, adv_wm[np.maximum(advances - 1, 0)], self.start_watermark)
 
     def clock_at(self, seq: int) -> int:
         """The replay clock while record ``seq`` (or a firing after it) is processed."""

@@ -157,7 +157,7 @@ class _Run(Sessions):
         self._restore(state, int(seq_array[0]) if n else None)
         timeline = self.timeline
         advances, clocks = timeline.record_points(seq_array)
-        watermarks = timeline.watermarks_before(seq_array)
+        watermarks = timeline.watermarks_at(np.asarray(advances, dtype=np.int64))
         self.watermarks = watermarks.tolist()
         self.ts_array = ts_array
         if self.runs:
