@@ -145,9 +145,13 @@ class Timeline:
         (``bisect_right(clk_seq, seq)``), which give :meth:`watermark_before`, :meth:`clock_at`
         and :meth:`event_timer_point`'s lower bound without a search per record."""
         seqs = np.asarray(seqs, dtype=np.int64)
-        advances = np.searchsorted(self._advances()[0], seqs, side="left")
         clocks = np.searchsorted(self._clocks(), seqs, side="right")
-        return advances.tolist(), clocks.tolist()
+        return self.record_advances(seqs).tolist(), clocks.tolist()
+
+    def record_advances(self, seqs: np.ndarray) -> np.ndarray:
+        """:meth:`record_points`' advance counts alone, as an array (each a search of the batch's
+        advances: a caller that needs the clock only now and then reads it with :meth:`clock_at`)."""
+        return np.searchsorted(self._advances()[0], np.asarray(seqs, dtype=np.int64), side="left")
 
     def event_timer_points(self, times: np.ndarray) -> np.ndarray:
         """:meth:`event_timer_point` for many times at once, before its lower bound: the index of

@@ -156,8 +156,9 @@ class _Run(Sessions):
         self.book = Book(self.pane, shape, arrays, kinds, seq_array)
         self._restore(state, int(seq_array[0]) if n else None)
         timeline = self.timeline
-        advances, clocks = timeline.record_points(seq_array)
-        watermarks = timeline.watermarks_at(np.asarray(advances, dtype=np.int64))
+        advance_array = timeline.record_advances(seq_array)
+        advances = advance_array.tolist()
+        watermarks = timeline.watermarks_at(advance_array)
         self.watermarks = watermarks.tolist()
         self.ts_array = ts_array
         if self.runs:
@@ -167,15 +168,14 @@ class _Run(Sessions):
         self.end_points = timeline.event_timer_points(last_timestamps).tolist()
         cleanups = rules.kernel_cleanup_time(last_timestamps, self.lateness)
         self.cleanup_points = timeline.event_timer_points(cleanups).tolist()
-        self._sweep(seq_array.tolist(), ts_array.tolist(), advances, clocks)
+        self._sweep(seq_array.tolist(), ts_array.tolist(), advances)
         self._fire_timers(None)
         return self._output()
 
-    def _sweep(self, seqs: list[int], timestamps: list[int], advances: list[int], clocks: list[int]) -> None:
+    def _sweep(self, seqs: list[int], timestamps: list[int], advances: list[int]) -> None:
         """The operator's process_element for a session window [t, t + gap), inlined, and the
         timers due between records; runs of records that only grow one session go to ``_run``."""
-        timeline = self.timeline
-        clk_val, start_clock, watermarks = timeline.clk_val, timeline.start_clock, self.watermarks
+        watermarks = self.watermarks
         heap, timers, windows, opened = self.heap, self.timers, self.windows, self.opened
         trigger, ctx, runs = self.trigger, self.ctx, self.runs
         gap, lateness, late = self.gap, self.lateness, self.late
@@ -190,7 +190,7 @@ class _Run(Sessions):
                 heappop(heap)  # a timer deleted or registered again since: most due entries
             self.seq, self.phase, self.lowest_advance, self.hint = seq, STEP_ELEMENT, advance, i
             watermark = self.watermark = watermarks[i]
-            self.clock = clk_val[clocks[i] - 1] if clocks[i] else start_clock
+            self._clock = None  # read when asked (``clock``)
             # Flink's MergingWindowSet.addWindow with SessionWindows.merge_windows's rule (windows
             # merge when they intersect, touching included): find the open sessions the record's
             # window touches (a run of the sorted list, ending at the last one starting by its end).
@@ -200,7 +200,7 @@ class _Run(Sessions):
             while low and opened[low - 1].end >= timestamp:
                 low -= 1
             if runs and high - low == 1 and not end_reached(max(opened[low].end, end) - 1, watermark):
-                i = self._run(i, low, seqs, timestamps, advances, clocks)
+                i = self._run(i, low, seqs, timestamps, advances)
                 continue
             if high - low == 1 and opened[low].start <= timestamp and opened[low].end >= end:
                 window = opened[low]  # inside an open session: nothing changes
@@ -234,8 +234,7 @@ class _Run(Sessions):
                 self.register_event_time_timer(cleanup, window)
                 state.cleanup_registered = True
 
-    def _run(self, i: int, low: int, seqs: list[int], timestamps: list[int], advances: list[int],
-             clocks: list[int]) -> int:
+    def _run(self, i: int, low: int, seqs: list[int], timestamps: list[int], advances: list[int]) -> int:
         """Records ``i``, ``i + 1``, ... that each land in or extend the open session ``opened[low]``
         and nothing else, before the watermark reaches its end (nothing fires, nothing is late);
         returns the index after them.
@@ -287,8 +286,7 @@ class _Run(Sessions):
         self.seq, self.phase, self.lowest_advance = seqs[made], STEP_ELEMENT, advances[made]
         self.hint = raised
         self.watermark = watermarks[made]
-        clock = clocks[made]
-        self.clock = self.timeline.clk_val[clock - 1] if clock else self.timeline.start_clock
+        self._clock = None
         session = TimeWindow(start, end)
         if session != window:
             self._merge(session, [window], low, low + 1)

@@ -79,13 +79,21 @@ class Sessions(WindowStateRows):
         self.phase = STEP_EVENT_TIMER
         self.watermark = timeline.start_watermark
         self.lowest_advance = bisect_left(self.adv_seq, self.seq)
-        self.clock = timeline.start_clock
+        self._clock: int | None = timeline.start_clock
         #: The record whose window's end and cleanup timers ``register_event_time_timer`` may be
         #: asked for (-1: none), and per record those times and their points (the kernel's ``run``).
         self.hint = -1
         self.last_timestamps: list[int] = []
         self.end_points: list[int] = []
         self.cleanup_points: list[int] = []
+
+    @property
+    def clock(self) -> int:
+        """The replay clock at the moment: read when asked (a firing, or a trigger reading the
+        processing time), not at every record."""
+        if self._clock is None:
+            self._clock = self.timeline.clock_at(self.seq)
+        return self._clock
 
     # ---- what the trigger context calls --------------------------------------------------------
     def register_event_time_timer(self, time: int, window: TimeWindow) -> None:
@@ -144,7 +152,7 @@ class Sessions(WindowStateRows):
                 continue  # deleted, or registered again: a stale entry
             del timers[(time, window)]
             self.seq, self.phase, self.lowest_advance, self.hint = seq, STEP_EVENT_TIMER, point, -1
-            self.watermark, self.clock = adv_wm[point], self.timeline.advance_clock(point)
+            self.watermark, self._clock = adv_wm[point], self.timeline.advance_clock(point)
             state = self.windows.get(window)
             if state is None:
                 continue  # a timer of a window merged away: nothing to do (as in Flink)
