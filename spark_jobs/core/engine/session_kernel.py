@@ -259,6 +259,7 @@ class _Run(Sessions):
         watermarks, n, j = self.watermarks, len(seqs), i + 1
         reaches, stretch_ends, ts_array = self.reaches, self.stretch_ends, self.ts_array
         while j < n:
+            # (A stretch of a few records is cheaper record by record than through numpy.)
             if end == reaches[j - 1] and stretch_ends[j] - j > 8:
                 # The session ends where the records so far reach: it grows by the records of the
                 # stretch from here (``_stretches``) that start in it and reach short of the next.
