@@ -114,6 +114,8 @@ class Timeline:
     )
     #: ``clk_seq`` as an int64 array, built on first use (not pickled, not compared).
     _clock_array: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    #: The replay clock at each watermark advance, built on first use (not pickled, not compared).
+    _advance_clocks: list[int] | None = field(default=None, init=False, repr=False, compare=False)
 
     def watermark_before(self, seq: int) -> int:
         """The watermark in force while record ``seq`` is processed (emitted after ``seq - 1``)."""
@@ -122,11 +124,15 @@ class Timeline:
 
     def watermarks_before(self, seqs: np.ndarray) -> np.ndarray:
         """Array form of :meth:`watermark_before`, for many records at once."""
-        adv_seq, adv_wm = self._advances()
-        i = np.searchsorted(adv_seq, seqs, side="left")
+        return self.watermarks_at(np.searchsorted(self._advances()[0], seqs, side="left"))
+
+    def watermarks_at(self, advances: np.ndarray) -> np.ndarray:
+        """The watermark in force at records with ``advances`` watermark advances before them
+        (:meth:`record_points`' first list, as an array): :meth:`watermarks_before` without the search."""
+        adv_wm = self._advances()[1]
         if not len(adv_wm):
-            return np.full(len(i), self.start_watermark, dtype=np.int64)
-        return np.where(i > 0, adv_wm[np.maximum(i - 1, 0)], self.start_watermark)
+            return np.full(len(advances), self.start_watermark, dtype=np.int64)
+        return np.where(advances > 0, adv_wm[np.maximum(advances - 1, 0)], self.start_watermark)
 
     def clock_at(self, seq: int) -> int:
         """The replay clock while record ``seq`` (or a firing after it) is processed."""
@@ -139,9 +145,29 @@ class Timeline:
         (``bisect_right(clk_seq, seq)``), which give :meth:`watermark_before`, :meth:`clock_at`
         and :meth:`event_timer_point`'s lower bound without a search per record."""
         seqs = np.asarray(seqs, dtype=np.int64)
-        advances = np.searchsorted(self._advances()[0], seqs, side="left")
         clocks = np.searchsorted(self._clocks(), seqs, side="right")
-        return advances.tolist(), clocks.tolist()
+        return self.record_advances(seqs).tolist(), clocks.tolist()
+
+    def record_advances(self, seqs: np.ndarray) -> np.ndarray:
+        """:meth:`record_points`' advance counts alone, as an array (each a search of the batch's
+        advances: a caller that needs the clock only now and then reads it with :meth:`clock_at`)."""
+        return np.searchsorted(self._advances()[0], np.asarray(seqs, dtype=np.int64), side="left")
+
+    def event_timer_points(self, times: np.ndarray) -> np.ndarray:
+        """:meth:`event_timer_point` for many times at once, before its lower bound: the index of
+        the first advance reaching each time (``len(adv_seq)``: none). As ``adv_wm`` is sorted,
+        the point for a timer registered after ``advances_before`` advances is the larger of the
+        two (None when it is ``len(adv_seq)``)."""
+        return np.searchsorted(self._advances()[1], times, side="left")
+
+    def advance_clock(self, point: int) -> int:
+        """The replay clock at watermark advance ``point``: ``clock_at(adv_seq[point])``, read
+        from a list built once for all keys (a timer firing needs it)."""
+        if self._advance_clocks is None or len(self._advance_clocks) != len(self.adv_seq):
+            clocks = np.searchsorted(self._clocks(), self._advances()[0], side="right")
+            values = np.asarray([self.start_clock, *self.clk_val], dtype=np.int64)
+            self._advance_clocks = values[clocks].tolist()
+        return self._advance_clocks[point]
 
     def event_timer_point(self, time: int, after_seq: int, advances_before: int | None = None) -> int | None:
         """Index of the first watermark advance at or after record ``after_seq`` reaching ``time``
@@ -182,7 +208,7 @@ class Timeline:
 
     def __getstate__(self) -> dict[str, Any]:
         # Shipped to every Spark task: without the arrays, which each worker builds on first use.
-        return {**self.__dict__, "_advance_arrays": None, "_clock_array": None}
+        return {**self.__dict__, "_advance_arrays": None, "_clock_array": None, "_advance_clocks": None}
 
     @classmethod
     def concat(cls, timelines: list[Timeline]) -> Timeline:

@@ -56,22 +56,19 @@ def process_key_columns(
     ``timestamps`` as Arrow, numpy or sequences of ints.
 
     A kernel runs the key when it supports the spec and does not decline the input (the vectorised
-    one for fixed windows, the lean sweep for sessions); otherwise the per-record operator does,
+    one for fixed windows, the session one); otherwise the per-record operator does,
     from the same state, with the same results.
     """
     state = list(state)
-    if window_kernel.supports(spec):
-        out = window_kernel.process_key(spec, timeline, state, seqs, timestamps, columns, key)
-        if out is not None:
-            return out
+    for kernel in (window_kernel, session_kernel):
+        if kernel.supports(spec):
+            out = kernel.process_key(spec, timeline, state, seqs, timestamps, columns, key)
+            if out is not None:
+                return out
     n = len(seqs)
     value_lists = [[None] * n if column is None else _python_list(column) for column in columns]
     values = list(zip(*value_lists, strict=True)) if value_lists else [()] * n
     seqs, timestamps = _python_list(seqs), _python_list(timestamps)
-    if session_kernel.supports(spec):
-        out = session_kernel.process_key(spec, timeline, state, seqs, timestamps, values, key)
-        if out is not None:
-            return out
     return process_key(spec, timeline, state, seqs, timestamps, values, elements, key)
 
 

@@ -56,7 +56,7 @@ from ..windows import SlidingWindows, TimeWindow, TumblingWindows
 from .model import KeyOutput, LateRecord, Pane, WindowStateRow
 from .operator import STEP_ELEMENT, STEP_EVENT_TIMER, OperatorSpec
 from .window_kernel_aggregates import Pairs, Requests
-from .window_kernel_inputs import VALUE_KINDS, Decline, arrow_column, column_kind, continues, int64_array
+from .window_kernel_inputs import Decline, aggregate_columns, check_contents, int64_array
 
 
 @dataclass(frozen=True)
@@ -210,16 +210,9 @@ class _Run:
             raise Decline
         if not n:
             columns = [None] * len(shape.functions)
-        elif len(columns) != len(shape.functions):
-            raise Decline
         else:
             self._check_time(int(timestamps.min()), int(timestamps.max()))
-        self.columns = [None if counts_all else arrow_column(column, n)
-                        for counts_all, column in zip(shape.counts_all, columns, strict=True)]
-        self.kinds = [None if column is None else column_kind(column) for column in self.columns]
-        for function, kind in zip(shape.functions, self.kinds, strict=True):
-            if function in VALUE_KINDS and kind not in VALUE_KINDS[function]:
-                raise Decline
+        self.columns, self.kinds = aggregate_columns(shape.functions, shape.counts_all, columns, n)
         restored = self._restore(state, int(seqs[0]) if n else None)
 
         # Phase 1: pairs, lateness, late records, grouping by window.
@@ -334,18 +327,9 @@ class _Run:
             if not set(timers) <= allowed or type(row.pane_count) is not int:
                 raise Decline
             if contents is not None:
-                self._check_contents(contents, first_seq)
+                check_contents(shape.functions, self.kinds, contents, first_seq)
             restored[start] = _Window(row.pane_count, contents, trigger_state, timers)
         return restored
-
-    def _check_contents(self, contents: list[Any], first_seq: int | None) -> None:
-        """Restored accumulators the kernel continues with Python's results (by function and
-        column kind), or decline."""
-        if len(contents) != len(self.shape.functions):
-            raise Decline
-        for function, kind, value in zip(self.shape.functions, self.kinds, contents, strict=True):
-            if not continues(function, kind, value, first_seq):
-                raise Decline
 
     # ---- phase 2 --------------------------------------------------------------------------------
     def _window(self, index: int, start: int, group: tuple[int, ...] | None, restored: _Window | None,

@@ -232,9 +232,22 @@ class Pairs:
         segment, as Python's ``if value < acc`` never replaces a zero by another one."""
         before = self.valid_before(i)
         lows, cuts = before[self.segment], before[self.cut]
-        out: list[Any] = [None] * len(self.cut)
         runs = self.runs
-        for first, end in zip(runs[:-1], runs[1:], strict=True):
+        firsts, ends = runs[:-1], runs[1:]
+        # Each run of requests (one segment) is a row: its base (if any), then its values, padded.
+        # ``accumulate`` along a row is sequential, so a row folds as the loop below would; with
+        # many short segments (sessions) one call beats one per segment.
+        first_index = np.asarray(firsts, dtype=np.int64)
+        row_low = lows[first_index]
+        row_top = cuts[np.asarray(ends, dtype=np.int64) - 1]
+        sizes = row_top - row_low
+        has_base = np.asarray([bases[first] is not None for first in firsts], dtype=np.int64)
+        width = int((sizes + has_base).max()) if len(firsts) else 0
+        if len(firsts) > 1 and len(firsts) * width <= 4 * (int(sizes.sum()) + len(firsts)) + 1024:
+            return self._running_rows(ufunc, values, bases, lows, cuts, first_zero, row_low, sizes,
+                                      has_base, width)
+        out: list[Any] = [None] * len(self.cut)
+        for first, end in zip(firsts, ends, strict=True):
             base = bases[first]
             low, top = int(lows[first]), int(cuts[end - 1])
             if low == top:  # nothing added (perhaps a column of nulls): the base as it was
@@ -253,6 +266,37 @@ class Pairs:
                 else:
                     out[r] = folded[k] if k else base
         return out
+
+    def _running_rows(self, ufunc: Any, values: np.ndarray, bases: list[Any], lows: np.ndarray,
+                      cuts: np.ndarray, first_zero: bool, row_low: np.ndarray, sizes: np.ndarray,
+                      has_base: np.ndarray, width: int) -> list[Any]:
+        """:meth:`_running` with every segment a row of one matrix, folded in one ``accumulate``."""
+        rows = len(row_low)
+        matrix = np.zeros((rows, max(1, width)), dtype=values.dtype)
+        based = np.flatnonzero(has_base & (sizes > 0))  # a row with nothing added reads its base as is
+        if len(based):
+            runs = self.runs
+            matrix[based, 0] = np.asarray([bases[runs[r]] for r in based.tolist()], dtype=values.dtype)
+        row_of = np.repeat(np.arange(rows), sizes)
+        starts = np.cumsum(sizes) - sizes
+        within = np.arange(len(row_of)) - np.repeat(starts, sizes)
+        matrix[row_of, within + has_base[row_of]] = values[np.repeat(row_low, sizes) + within]
+        folded = ufunc.accumulate(matrix, axis=1)
+        if first_zero:
+            # A result equal to zero is the row's first zero (Python keeps the first of equal values).
+            zeros = (matrix == 0) & (np.arange(matrix.shape[1]) < (sizes + has_base)[:, None])
+            found = zeros.any(axis=1)
+            first = matrix[np.arange(rows), zeros.argmax(axis=1)]
+            folded = np.where(found[:, None] & (folded == 0), first[:, None], folded)
+        # Each request reads its row at its cut: k values in, after the base if any (none in: the
+        # base as it was).
+        runs = np.asarray(self.runs, dtype=np.int64)
+        row_of_request = np.repeat(np.arange(rows), np.diff(runs))
+        k = cuts - lows
+        picked = folded[row_of_request, np.maximum(k - 1 + has_base[row_of_request], 0)].tolist()
+        firsts = runs[:-1][row_of_request].tolist()
+        return [value if count else bases[first]
+                for value, count, first in zip(picked, k.tolist(), firsts, strict=True)]
 
     def _count_distinct(self, i: int, kind: str) -> list[Any]:
         bases = self.restored(i)

@@ -66,6 +66,32 @@ def arrow_column(column: Any, n: int) -> pa.Array:
         raise Decline from error
 
 
+def aggregate_columns(functions: tuple[str, ...], counts_all: tuple[bool, ...], columns: Any,
+                      n: int) -> tuple[list[pa.Array | None], list[str | None]]:
+    """The aggregates' columns as Arrow arrays (None for count(*), which reads none) and their
+    kinds, or decline a column an aggregate cannot take."""
+    if len(columns) != len(functions):
+        raise Decline
+    arrays = [None if all_rows else arrow_column(column, n)
+              for all_rows, column in zip(counts_all, columns, strict=True)]
+    kinds = [None if array is None else column_kind(array) for array in arrays]
+    for function, kind in zip(functions, kinds, strict=True):
+        if function in VALUE_KINDS and kind not in VALUE_KINDS[function]:
+            raise Decline
+    return arrays, kinds
+
+
+def check_contents(functions: tuple[str, ...], kinds: list[str | None], contents: Any,
+                   first_seq: int | None) -> None:
+    """Decline restored accumulators the kernels would not continue with Python's results (by
+    function and column kind)."""
+    if not isinstance(contents, list) or len(contents) != len(functions):
+        raise Decline
+    for function, kind, value in zip(functions, kinds, contents, strict=True):
+        if not continues(function, kind, value, first_seq):
+            raise Decline
+
+
 def column_kind(array: pa.Array) -> str:
     kind = array.type
     if pa.types.is_null(kind):

@@ -9,6 +9,13 @@ from ..windows.base import TimeWindow
 from .base import Trigger, TriggerContext, TriggerResult
 
 
+def end_reached(max_timestamp: Any, watermark: Any) -> Any:
+    """Whether the watermark has reached a window's last timestamp: then a record fires the window
+    at once, and neither a record nor a merge registers its end timer (which is due already).
+    Scalars or numpy arrays."""
+    return max_timestamp <= watermark
+
+
 @dataclass(frozen=True)
 class EventTimeTrigger(Trigger):
     kind: ClassVar[str] = "event_time"
@@ -20,7 +27,7 @@ class EventTimeTrigger(Trigger):
     def on_element(
         self, element: Any, timestamp: int, window: TimeWindow, ctx: TriggerContext
     ) -> TriggerResult:
-        if window.max_timestamp <= ctx.current_watermark():
+        if end_reached(window.max_timestamp, ctx.current_watermark()):
             # Already past the end: an allowed-late record re-fires the window at once.
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp)
@@ -35,7 +42,7 @@ class EventTimeTrigger(Trigger):
     def on_merge(self, window: TimeWindow, ctx: TriggerContext) -> None:
         # Only while the merged window is not yet due: otherwise on_element fires it, and a
         # timer here would fire it twice.
-        if window.max_timestamp > ctx.current_watermark():
+        if not end_reached(window.max_timestamp, ctx.current_watermark()):
             ctx.register_event_time_timer(window.max_timestamp)
 
     def clear(self, window: TimeWindow, ctx: TriggerContext) -> None:
