@@ -240,9 +240,8 @@ def test_runs_do_not_depend_on_the_batch_size(data):
     assert results[0] == results[1]
 
 
-def test_an_in_order_run_is_one_step(monkeypatch):
-    """A key's records in event-time order, each within the gap of the last, with the watermark
-    never reaching the session's end in between: one run, one firing with all of them."""
+def counted_runs(monkeypatch) -> list[tuple[int, int]]:
+    """The (first, end) record of every run the kernel takes, as it takes them."""
     calls = []
     original = session_kernel._Run._run
 
@@ -252,6 +251,13 @@ def test_an_in_order_run_is_one_step(monkeypatch):
         return end
 
     monkeypatch.setattr(session_kernel._Run, "_run", counting)
+    return calls
+
+
+def test_an_in_order_run_is_one_step(monkeypatch):
+    """A key's records in event-time order, each within the gap of the last, with the watermark
+    never reaching the session's end in between: one run, one firing with all of them."""
+    calls = counted_runs(monkeypatch)
     spec = spec_of(aggregates={"n": "count(*)", "s": "sum(x)"}, allowed_lateness=5)
     n = 50
     # The watermark trails each record by 3; then jumps to the end of time.
@@ -270,15 +276,7 @@ def test_an_in_order_run_is_one_step(monkeypatch):
 def test_an_in_order_run_stops_at_the_next_session(monkeypatch):
     """Records in order growing a session toward a later one: the run takes them up to the record
     that reaches the later session, which merges the two (the per-record path)."""
-    calls = []
-    original = session_kernel._Run._run
-
-    def counting(self, i, *args):
-        end = original(self, i, *args)
-        calls.append((i, end))
-        return end
-
-    monkeypatch.setattr(session_kernel._Run, "_run", counting)
+    calls = counted_runs(monkeypatch)
     spec = spec_of(aggregates={"n": "count(*)", "c": "collect_list(v)"}, allowed_lateness=5)
     timestamps = [0, 100] + list(range(5, 95, 5))
     n = len(timestamps)
