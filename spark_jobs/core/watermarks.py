@@ -124,7 +124,7 @@ class Timeline:
 
     def watermarks_before(self, seqs: np.ndarray) -> np.ndarray:
         """Array form of :meth:`watermark_before`, for many records at once."""
-        return self.watermarks_at(np.searchsorted(self._advances()[0], seqs, side="left"))
+        return self.watermarks_at(self.record_advances(seqs))
 
     def watermarks_at(self, advances: np.ndarray) -> np.ndarray:
         """The watermark in force at records with ``advances`` watermark advances before them

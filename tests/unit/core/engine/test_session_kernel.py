@@ -47,18 +47,24 @@ def kernel(spec, timeline, state, seqs, timestamps, values, key):
     return session_kernel.process_key(spec, timeline, state, seqs, timestamps, columns, key)
 
 
+def assert_kernel_equals_operator(data, config, records) -> None:
+    """The kernel and the per-record operator give the same passes over random pass cuts, and
+    alternating engines between passes (the next pass starting from either's state) changes
+    nothing."""
+    passes = split(data.draw, records)
+    event(config.trigger.to_dict()["type"])
+    first = run_both(config, records, passes, lambda: True, kernel=kernel)
+    pattern = data.draw(st.lists(st.booleans(), min_size=1, max_size=8))
+    turns = iter(pattern * 1000)
+    assert run_both(config, records, passes, lambda: next(turns), kernel=kernel) == first
+
+
 @SETTINGS
 @given(data=st.data())
 def test_the_session_kernel_equals_the_per_record_operator_pass_by_pass(data):
     config, ingest = data.draw(pipelines(session_windows()))
     records = data.draw(archives(config, ingest))
-    passes = split(data.draw, records)
-    event(config.trigger.to_dict()["type"])
-    first = run_both(config, records, passes, lambda: True, kernel=kernel)
-    # Alternating engines between passes (the next pass starting from either's state) changes nothing.
-    pattern = data.draw(st.lists(st.booleans(), min_size=1, max_size=8))
-    turns = iter(pattern * 1000)
-    assert run_both(config, records, passes, lambda: next(turns), kernel=kernel) == first
+    assert_kernel_equals_operator(data, config, records)
 
 
 # ---- scope and fallback -------------------------------------------------------------------------
@@ -215,12 +221,7 @@ def test_runs_equal_the_per_record_operator_pass_by_pass(data):
     records and restored state (random passes), through both engines from the same state."""
     config, ingest, gap = data.draw(run_pipelines())
     records = data.draw(run_archives(config, ingest, gap))
-    passes = split(data.draw, records)
-    event(config.trigger.to_dict()["type"])
-    first = run_both(config, records, passes, lambda: True, kernel=kernel)
-    pattern = data.draw(st.lists(st.booleans(), min_size=1, max_size=8))
-    turns = iter(pattern * 1000)
-    assert run_both(config, records, passes, lambda: next(turns), kernel=kernel) == first
+    assert_kernel_equals_operator(data, config, records)
 
 
 @SETTINGS
