@@ -62,3 +62,24 @@ def spark(connect_mode):
     session = get_spark("replay-tests", master=os.environ.get("SPARK_MASTER", "local[2]"))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone cluster (one master, one worker) on 127.0.0.1, started by
+    ``scripts/services/spark-cluster.sh`` and always stopped: its master URL."""
+    import socket
+    import subprocess
+
+    script = str(Path(__file__).resolve().parents[1] / "scripts" / "services" / "spark-cluster.sh")
+    root = tmp_path_factory.mktemp("spark-cluster")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    try:
+        started = subprocess.run([script, "start", str(root), str(port)], capture_output=True, text=True,
+                                 timeout=300)
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield started.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run([script, "stop", str(root)], timeout=120)

@@ -1,20 +1,16 @@
 """Slow tier: a real Spark standalone cluster (master + worker from the pip-installed Spark, on
-127.0.0.1 only) runs the same pipeline twice, via `replay run --master spark://...` and via the
-backfill DAG in submit mode (SparkSubmitOperator -> spark_jobs/execution/jobs/replay_job.py through the
-spark_default connection); both must equal a local[2] run row for row. The cluster's processes
-are always killed."""
+127.0.0.1 only; ``scripts/services/spark-cluster.sh`` through the ``spark_cluster`` fixture) runs
+the same pipeline twice, via `replay run --master spark://...` and via the backfill DAG in submit
+mode (SparkSubmitOperator -> spark_jobs/execution/jobs/replay_job.py through the spark_default
+connection); both must equal a local[2] run row for row. The cluster's processes are always
+stopped."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,62 +18,7 @@ from airflow_helpers import BASE_MS, load_dag, task_states, write_events, write_
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.spark, pytest.mark.airflow]
 
-SPARK_CLASS = Path(sys.executable).parent / "spark-class"
 TABLES = ("window_results", "late_events", "replay_log")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    with open(log, "w") as out:
-        return subprocess.Popen([str(SPARK_CLASS), *args], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=20)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cluster")
-    port, ui = free_port(), free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(root / "work"),
-           "PYSPARK_PYTHON": sys.executable}
-    processes = []
-    try:
-        processes.append(start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                                str(port), "--webui-port", str(ui)], root / "master.log", env))
-        processes.append(start(["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                                "--host", "127.0.0.1", "--port", str(free_port()), "--webui-port",
-                                str(free_port()), "--cores", "2", "--memory", "2g",
-                                "--work-dir", str(root / "work")], root / "worker.log", env))
-        deadline = time.time() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as response:
-                    if json.load(response).get("aliveworkers", 0) >= 1:
-                        break
-            except (OSError, ValueError):  # not listening yet, or an empty page while it starts
-                pass
-            assert time.time() < deadline, (root / "master.log").read_text()[-3000:]
-            assert all(p.poll() is None for p in processes), (root / "worker.log").read_text()[-3000:]
-            time.sleep(1)
-        yield f"spark://127.0.0.1:{port}"
-    finally:
-        for process in reversed(processes):
-            stop(process)
 
 
 @pytest.fixture(scope="module")
@@ -118,19 +59,19 @@ def local_tables(spark, archive, tmp_path_factory):
     return tables(spark, root / "out")
 
 
-def test_replay_run_on_the_cluster_equals_local(spark, cluster, archive, local_tables, tmp_path):
+def test_replay_run_on_the_cluster_equals_local(spark, spark_cluster, archive, local_tables, tmp_path):
     config = write_pipeline(tmp_path / "p.yaml", "cluster_check", archive, tmp_path / "out")
-    replay_cli(config, cluster)
+    replay_cli(config, spark_cluster)
     assert local_tables["window_results"]
     assert tables(spark, tmp_path / "out") == local_tables
 
 
-def test_backfill_dag_in_submit_mode_on_the_cluster(spark, cluster, archive, local_tables, tmp_path,
+def test_backfill_dag_in_submit_mode_on_the_cluster(spark, spark_cluster, archive, local_tables, tmp_path,
                                                     monkeypatch, airflow_db):
     """Both hourly intervals through SparkSubmitOperator; the last one finalizes."""
     pipelines = tmp_path / "pipelines"
     write_pipeline(pipelines / "cluster_check.yaml", "cluster_check", archive, tmp_path / "out")
-    host, port = cluster.removeprefix("spark://").split(":")
+    host, port = spark_cluster.removeprefix("spark://").split(":")
     monkeypatch.setenv("REPLAY_PIPELINES_DIR", str(pipelines))
     monkeypatch.setenv("REPLAY_SPARK_MODE", "submit")
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")

@@ -47,7 +47,7 @@ def postgres(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def world(store, postgres, tmp_path_factory):
+def world(store, postgres, spark_cluster, tmp_path_factory):
     import pyarrow.fs as pafs
 
     home = tmp_path_factory.mktemp("airflow-home")
@@ -64,11 +64,12 @@ def world(store, postgres, tmp_path_factory):
         # Airflow derives asyncpg for the async engine; psycopg 3 is async too.
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC=postgres["url"].replace("+psycopg:", "+psycopg_async:"),
         REPLAY_S3A_ENDPOINT=store["endpoint"],
-        SPARK_MASTER="local[2]",
+        SPARK_MASTER=spark_cluster,  # every task's Spark driver runs its jobs on the tier's cluster
     )
 
-    def run(*args: str, timeout: float = 600) -> str:
-        done = subprocess.run(list(args), capture_output=True, text=True, env=env, cwd=base, timeout=timeout)
+    def run(*args: str, timeout: float = 600, extra: dict[str, str] | None = None) -> str:
+        done = subprocess.run(list(args), capture_output=True, text=True, env={**env, **(extra or {})},
+                              cwd=base, timeout=timeout)
         assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         return done.stdout
 
@@ -99,7 +100,8 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     local["source"]["path"] = "data/archive/clicks"
     local["output"]["path"] = "lakehouse/local"
     (world["base"] / "local.yaml").write_text(yaml.safe_dump(local))
-    run("replay", "run", str(world["base"] / "local.yaml"), "--finalize", "--quiet")
+    run("replay", "run", str(world["base"] / "local.yaml"), "--finalize", "--quiet",
+        extra={"SPARK_MASTER": "local[2]"})
     expected = tables_local(world["base"] / "lakehouse" / "local")
     assert tables_s3(store, PREFIX) == expected
 

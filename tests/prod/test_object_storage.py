@@ -28,7 +28,7 @@ COMPARED = ("window_results", "window_latest", "late_events", "quarantine")
 
 
 @pytest.fixture(scope="module")
-def world(store, tmp_path_factory):
+def world(store, spark_cluster, tmp_path_factory):
     """A project base with the demo archive, uploaded to the bucket; the replay's environment
     (S3A on, endpoint and keys from the environment only); a local replay to compare with."""
     import pyarrow.fs as pafs
@@ -36,7 +36,7 @@ def world(store, tmp_path_factory):
     base = tmp_path_factory.mktemp("prod-base")
     env = {**os.environ, **store["keys"], "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
            "REPLAY_BASE_DIR": str(base), "REPLAY_S3A_ENDPOINT": store["endpoint"],
-           "SPARK_MASTER": os.environ.get("SPARK_MASTER", "local[2]")}
+           "SPARK_MASTER": spark_cluster}  # the tier's standalone cluster; the local replay: local[2]
 
     def run(*args: str, check: bool = True, extra: dict[str, str] | None = None, timeout: float = 600):
         done = subprocess.run(list(args), capture_output=True, text=True, env={**env, **(extra or {})},
@@ -58,7 +58,7 @@ def world(store, tmp_path_factory):
 
     local = pipeline("local", "data/archive/clicks", "lakehouse/local")
     started = time.monotonic()
-    run("replay", "run", str(local), "--finalize", "--quiet")
+    run("replay", "run", str(local), "--finalize", "--quiet", extra={"SPARK_MASTER": "local[2]"})
     local_seconds = time.monotonic() - started
     return {"run": run, "base": base, "pipeline": pipeline, "env": env, "store": store,
             "expected": tables_local(base / "lakehouse" / "local"), "local_seconds": local_seconds}
