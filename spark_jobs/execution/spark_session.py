@@ -386,14 +386,17 @@ def session_conf(conf: dict[str, Any] | None = None) -> dict[str, str]:
 def class_archive_path() -> Path:
     """This machine's class-data archive for the driver JVM (it may not exist yet).
 
-    Named after what it was built from (the Spark version and the ``java`` binary), so that an
-    upgrade of either makes set-up build a new one rather than keep a useless old one.
+    Named after what it was built from (the Spark version, where its jars are and the ``java``
+    binary), so that an upgrade of either, or a project moved or copied with its ``.cache``, makes
+    set-up build a new one rather than keep one the JVM refuses (it checks the class path).
     """
+    import pyspark
     from pyspark import __version__ as spark_version
 
     java = _java_binary()
     java_id = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "none"
-    digest = hashlib.sha256(f"{spark_version}|{java_id}".encode()).hexdigest()[:12]
+    jars = os.path.realpath(os.path.dirname(pyspark.__file__))
+    digest = hashlib.sha256(f"{spark_version}|{jars}|{java_id}".encode()).hexdigest()[:12]
     return CLASS_ARCHIVE_DIR / f"driver-spark{spark_version}-{digest}.jsa"
 
 
