@@ -49,7 +49,8 @@ def airflow_env(home: Path, base: Path, pipelines: Path, port: int, **extra: str
         "REPLAY_BASE_DIR": str(base),
         **extra,
     }
-    for key in ("AIRFLOW__CORE__UNIT_TEST_MODE", "REPLAY_TEST_AIRFLOW_HOME"):
+    for key in ("AIRFLOW__CORE__UNIT_TEST_MODE", "REPLAY_TEST_AIRFLOW_HOME",
+                "REPLAY_TEST_AIRFLOW_HOME_OWNER"):
         env.pop(key, None)
     return env
 

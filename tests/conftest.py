@@ -14,8 +14,12 @@ os.environ.setdefault("REPLAY_SPARK_LOG_LEVEL", "ERROR")
 
 # Airflow reads AIRFLOW_HOME when first imported: point it at a throw-away directory (shared by
 # tests/dags and tests/airflow, and by subprocesses) before any test module imports airflow.
-if "REPLAY_TEST_AIRFLOW_HOME" not in os.environ:
-    os.environ["REPLAY_TEST_AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="replay-airflow-")
+# One per pytest-xdist worker (`make test` runs two): workers inherit the controller's
+# environment, and two processes migrating one SQLite database lock each other out.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+if os.environ.get("REPLAY_TEST_AIRFLOW_HOME_OWNER") != _WORKER:
+    os.environ["REPLAY_TEST_AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"replay-airflow-{_WORKER}-")
+    os.environ["REPLAY_TEST_AIRFLOW_HOME_OWNER"] = _WORKER
     atexit.register(shutil.rmtree, os.environ["REPLAY_TEST_AIRFLOW_HOME"], True)
 os.environ["AIRFLOW_HOME"] = os.environ["REPLAY_TEST_AIRFLOW_HOME"]
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(Path(__file__).resolve().parents[1] / "dags")
