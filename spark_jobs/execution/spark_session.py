@@ -353,6 +353,12 @@ def _connect_session(url: str, app_name: str):
     return SparkSession.builder.remote(url).appName(app_name).getOrCreate()
 
 
+def driver_jars() -> list[str]:
+    """The jars a replay driver loads: Delta's and the project's, and S3A's when it is on. (Also
+    what ``spark-submit`` is given: jars named only once the JVM runs would not reach its class path.)"""
+    return project_jars() + (s3a_jars() if s3a_enabled() else [])
+
+
 def session_conf(conf: dict[str, Any] | None = None) -> dict[str, str]:
     """Every Spark setting a replay driver gets: the cached jars (Delta's and the project's own),
     Delta's SQL extension and catalog, the local defaults and the JVM options, then ``conf``.
@@ -360,9 +366,8 @@ def session_conf(conf: dict[str, Any] | None = None) -> dict[str, str]:
     The one home of them: ``get_spark`` builds its session from it, and the Spark Connect server
     (``connect_server``) passes the same settings to ``spark-submit``.
     """
-    jars = project_jars() + (s3a_jars() if s3a_enabled() else [])
     settings: dict[str, Any] = {
-        "spark.jars": ",".join(jars),
+        "spark.jars": ",".join(driver_jars()),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.pyspark.python": sys.executable,

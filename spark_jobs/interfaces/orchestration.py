@@ -571,9 +571,9 @@ def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
         """spark-submit of the replay job with the Delta jars and the run's ``finalize`` param."""
 
         def execute(self, context: Any) -> None:
-            from ..execution.spark_session import project_jars
+            from ..execution.spark_session import driver_jars
 
-            self.jars = ",".join(project_jars())  # resolved here, never when the DAG is parsed
+            self.jars = ",".join(driver_jars())  # resolved here, never when the DAG is parsed
             params = context.get("params") or {}
             interval_end = context.get("data_interval_end")
             # (The config is read only when the param does not decide it.)

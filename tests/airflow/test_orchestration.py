@@ -225,6 +225,14 @@ def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
     assert seen["env"]["REPLAY_BASE_DIR"] == orch.base_dir()
     assert seen["env"]["PATH"].startswith(str(Path(sys.executable).parent))
 
+    # With object storage on, S3A's jars go to spark-submit too: the driver's JVM starts with them.
+    monkeypatch.setenv("REPLAY_S3A_ENDPOINT", "http://127.0.0.1:8333")
+    monkeypatch.setattr("spark_jobs.execution.spark_session.s3a_jars", lambda: ["/cache/s3a/hadoop-aws.jar"])
+    orch.submit_operator("replay_submit", "/p/clicks.yaml").execute({"params": {"finalize": True},
+                                                                    "data_interval_end": end})
+    submitted = seen["command"][seen["command"].index("--jars") + 1].split(",")
+    assert submitted == [*jars, "/cache/s3a/hadoop-aws.jar"]
+
 
 def test_replay_job_runs_the_cli_run_command(monkeypatch, capsys):
     """The job runs what ``replay run`` runs (``run_command``, looked up in the job's module) with
