@@ -64,7 +64,11 @@ def world(store, postgres, spark_cluster, tmp_path_factory):
         # Airflow derives asyncpg for the async engine; psycopg 3 is async too.
         AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC=postgres["url"].replace("+psycopg:", "+psycopg_async:"),
         REPLAY_S3A_ENDPOINT=store["endpoint"],
-        SPARK_MASTER=spark_cluster,  # every task's Spark driver runs its jobs on the tier's cluster
+        # As docker-compose.yml: the replay is spark-submitted to the tier's cluster through the
+        # spark_default connection; the quality tasks' sessions use the cluster too.
+        SPARK_MASTER=spark_cluster,
+        REPLAY_SPARK_MODE="submit",
+        AIRFLOW_CONN_SPARK_DEFAULT=spark_cluster,
     )
 
     def run(*args: str, timeout: float = 600, extra: dict[str, str] | None = None) -> str:
@@ -91,7 +95,7 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     run("airflow", "dags", "unpause", DAG_ID)
     runs = airflow.wait(DAG_ID, INTERVALS, timeout=1200)
     assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
-    replayed = [airflow.task_states(DAG_ID, r["run_id"])["replay_local"]["state"] for r in runs]
+    replayed = [airflow.task_states(DAG_ID, r["run_id"])["replay_submit"]["state"] for r in runs]
     assert replayed == ["skipped", "skipped", "success", "success", "success", "success"], replayed
     print("scheduled runs (s):", [round(run_seconds(r)) for r in runs])
 
@@ -118,7 +122,7 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     backfilled = airflow.wait(DAG_ID, 2, timeout=900, since=created)
     assert len(backfilled) == 2 and {r["state"] for r in backfilled} == {"success"}, backfilled
     for dag_run in backfilled:
-        assert airflow.task_states(DAG_ID, dag_run["run_id"])["replay_local"]["state"] == "skipped"
+        assert airflow.task_states(DAG_ID, dag_run["run_id"])["replay_submit"]["state"] == "skipped"
     print("backfill runs (s):", [round(run_seconds(r)) for r in backfilled])
 
     # 4. A reprocess with good and bad conf: the bad one refused before anything is touched; the
