@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
 PARQUET_SUFFIXES = (".parquet",)
@@ -37,6 +39,16 @@ class ArchiveFile:
     path: str
     size: int
     modified_ms: int
+
+
+def change_of(seen: Mapping[str, Any], current: ArchiveFile) -> str | None:
+    """How an ingested file (``seen``: its ``source_files`` row) differs from the listing's
+    ``current``, or None when it does not. Size and modification time: on S3 the object's size and
+    ``Last-Modified``, which every rewrite sets (whole seconds there)."""
+    if current.size == seen["size"] and current.modified_ms == seen["modified_ms"]:
+        return None
+    return (f"size {seen['size']} -> {current.size}, "
+            f"modified {seen['modified_ms']} -> {current.modified_ms}")
 
 
 def data_suffixes(source_format: str) -> tuple[str, ...]:

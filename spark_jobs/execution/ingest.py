@@ -19,6 +19,7 @@ import numpy as np
 from ..config import PipelineConfig
 from ..exceptions import ArchiveChangedError
 from .archive_delta import check_delta_unchanged, list_delta
+from .archive_files import change_of
 from .faults import crash_point
 from .ordering import driver_key_columns, number_records, timeline_columns
 from .passes import Progress, RunSummary, profile
@@ -39,11 +40,8 @@ def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) 
         current = present.get(path)
         if current is None:
             problems.append(f"removed: {path}")
-        elif current.size != seen["size"] or current.modified_ms != seen["modified_ms"]:
-            problems.append(
-                f"changed: {path} (size {seen['size']} -> {current.size}, "
-                f"modified {seen['modified_ms']} -> {current.modified_ms})"
-            )
+        elif (change := change_of(seen, current)) is not None:
+            problems.append(f"changed: {path} ({change})")
     if problems:
         raise ArchiveChangedError(
             "the archive changed under files that were already replayed; replaying would silently "

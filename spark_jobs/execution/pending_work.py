@@ -29,7 +29,7 @@ from ..config import PipelineConfig, local_path
 from ..core.durations import MIN_TIMESTAMP, format_timestamp
 from ..core.replay_clock import clock_after, is_due
 from .archive_delta import list_delta
-from .archive_files import list_local_archive
+from .archive_files import change_of, list_local_archive
 from .object_store import is_s3, list_s3_archive
 from .recovery import tables_ahead
 from .state.delta import staging_clock_column
@@ -81,8 +81,7 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
     new = [f.path for f in listed if f.path not in known]
     if new:
         return PendingWork(True, f"{len(new)} new archive file(s), e.g. {new[0]}")
-    changed = [f.path for f in listed
-               if (known[f.path]["size"], known[f.path]["modified_ms"]) != (f.size, f.modified_ms)]
+    changed = [f.path for f in listed if change_of(known[f.path], f) is not None]
     removed = sorted(set(known) - {f.path for f in listed})
     if changed or removed:
         return PendingWork(True, f"an ingested archive file changed or is gone: {(changed or removed)[0]}")

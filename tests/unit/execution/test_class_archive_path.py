@@ -26,3 +26,16 @@ def test_the_archive_follows_java_home_and_the_java_binary(tmp_path, monkeypatch
     os.utime(java, ns=(0, 1_000_000_000))  # the JDK was upgraded in place
     assert class_archive_path() != with_home
 
+
+
+def test_the_archive_follows_where_pysparks_jars_are(tmp_path, monkeypatch):
+    """A project moved or copied with its .cache: the JVM refuses an archive made with another
+    class path, so set-up must see that it has none for this one."""
+    import pyspark
+
+    here = class_archive_path()
+    moved = tmp_path / "elsewhere" / "pyspark"
+    moved.mkdir(parents=True)
+    monkeypatch.setattr(pyspark, "__file__", str(moved / "__init__.py"))
+    assert class_archive_path() != here
+    assert class_archive_path().parent == here.parent
