@@ -34,21 +34,29 @@ _KAFKA_CONNECT_NAME = re.compile(KAFKA_CONNECT_NAME)
 
 @dataclass(frozen=True)
 class ArchiveFile:
-    """One archive file as the file system reports it; ``path`` is the qualified Hadoop path."""
+    """One archive file as the file system reports it; ``path`` is the qualified Hadoop path.
+    ``etag``: an object store's entity tag, where the listing gives one (S3A; None elsewhere)."""
 
     path: str
     size: int
     modified_ms: int
+    etag: str | None = None
 
 
 def change_of(seen: Mapping[str, Any], current: ArchiveFile) -> str | None:
     """How an ingested file (``seen``: its ``source_files`` row) differs from the listing's
-    ``current``, or None when it does not. Size and modification time: on S3 the object's size and
-    ``Last-Modified``, which every rewrite sets (whole seconds there)."""
-    if current.size == seen["size"] and current.modified_ms == seen["modified_ms"]:
-        return None
-    return (f"size {seen['size']} -> {current.size}, "
-            f"modified {seen['modified_ms']} -> {current.modified_ms}")
+    ``current``, or None when it does not. Size and modification time (on S3 the object's size and
+    ``Last-Modified``, which every rewrite sets, in whole seconds), and the ETag when both the
+    ingest's listing and this one have it (S3A's): a rewrite to the same size within the second
+    of the ingest's listing changes only that."""
+    changes = []
+    if current.size != seen["size"] or current.modified_ms != seen["modified_ms"]:
+        changes.append(f"size {seen['size']} -> {current.size}, "
+                       f"modified {seen['modified_ms']} -> {current.modified_ms}")
+    known_etag = seen.get("etag")
+    if known_etag and current.etag and known_etag != current.etag:
+        changes.append(f"etag {known_etag} -> {current.etag}")
+    return "; ".join(changes) or None
 
 
 def data_suffixes(source_format: str) -> tuple[str, ...]:

@@ -226,13 +226,13 @@ class Ingest:
             (f.path, f.size, f.modified_ms, file_indexes[f.path], ingest_id,
              int(per_file_records[file_indexes[f.path]]), int(per_file_bad[file_indexes[f.path]]),
              seq_base, seq_base + accepted_count, batch_base,
-             batch_base + -(-accepted_count // self.batch_size))
+             batch_base + -(-accepted_count // self.batch_size), f.etag)
             for f in new
         ]
         schema = (
             "path STRING, size BIGINT, modified_ms BIGINT, file_index INT, ingest_id BIGINT, "
             "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT, "
-            "batch_end BIGINT"
+            "batch_end BIGINT, etag STRING"
         )
         crash_point("ingest:quarantined")
         # Written last: an ingest without its source_files rows is redone from scratch.
@@ -241,6 +241,7 @@ class Ingest:
             self.store.replace_where, self.spark.createDataFrame(rows, schema), "source_files",
             f"ingest_id = {ingest_id}",
             user_metadata=json.dumps({"delta_versions": read_versions}) if read_versions else None,
+            merge_schema=True,  # `etag` came after the first release's tables
         )
         profile(self.progress, "ingest steps", clock.steps)
         summary.files_ingested += len(new)

@@ -44,7 +44,7 @@ This module is the readers' entry (listing, ``check_archive``, ``accepted``/``re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -101,6 +101,14 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
     fs = root.getFileSystem(spark._jsc.hadoopConfiguration())
     if not fs.exists(root):
         raise ConfigError("source.path", f"no such file or directory: {source.path}")
+    # S3A's statuses carry the object's ETag (Hadoop's EtagSource); one more call a file, so
+    # only asked of the store that has them.
+    etags = fs.getScheme() == "s3a"
+
+    def archive_file(status: Any) -> ArchiveFile:
+        return ArchiveFile(status.getPath().toString(), status.getLen(), status.getModificationTime(),
+                           (status.getEtag() or None) if etags else None)
+
     root_status = fs.getFileStatus(root)
     if root_status.isFile():
         path = root_status.getPath().toString()
@@ -108,7 +116,7 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
             raise ConfigError(
                 "source.path", f"{path} is not a {source.format} file ({', '.join(suffixes)})"
             )
-        return [ArchiveFile(path, root_status.getLen(), root_status.getModificationTime())]
+        return [archive_file(root_status)]
     root_path = root_status.getPath().toString()
     files = []
     # listFiles(recursive) is one flat listing on object stores, unlike a directory-by-directory
@@ -116,9 +124,8 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
     entries = fs.listFiles(root, True)
     while entries.hasNext():
         status = entries.next()
-        path = status.getPath().toString()
-        if is_data_file(_relative(path, root_path), suffixes):
-            files.append(ArchiveFile(path, status.getLen(), status.getModificationTime()))
+        if is_data_file(_relative(status.getPath().toString(), root_path), suffixes):
+            files.append(archive_file(status))
     return in_archive_order(files, source.layout)
 
 

@@ -5,7 +5,7 @@ started by ``scripts/services/seaweedfs.sh`` on 127.0.0.1) through Hadoop's S3A 
 Proves: the results on the bucket equal a local replay row for row; a replay killed before its
 commit resumes on the bucket (the lease of the dead run is taken over, Delta RESTORE on S3); a
 second writer is refused by the lease; the store enforces ``If-None-Match: *``; a changed archive
-object is detected by its size and Last-Modified. ``make test-prod`` (CI runs it)."""
+object is detected by its size, Last-Modified and ETag. ``make test-prod`` (run on purpose)."""
 
 from __future__ import annotations
 
@@ -64,17 +64,31 @@ def world(store, spark_cluster, tmp_path_factory):
             "expected": tables_local(base / "lakehouse" / "local"), "local_seconds": local_seconds}
 
 
-def _rows(uri: str, options: dict[str, str] | None) -> list:
+def _read(uri: str, options: dict[str, str] | None) -> list[dict]:
+    """A Delta table's rows, read with delta-rs (no Spark)."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
     query = QueryBuilder()
     query.register("t", DeltaTable(uri, storage_options=options))
-    rows = pa.RecordBatchReader.from_stream(query.execute("SELECT * FROM t")).read_all().to_pylist()
+    return pa.RecordBatchReader.from_stream(query.execute("SELECT * FROM t")).read_all().to_pylist()
+
+
+def _rows(uri: str, options: dict[str, str] | None) -> list:
     # The archive's location differs by design (a local path against an s3a:// URI): compare the
     # rest of a quarantined record.
     return sorted(repr({k: v for k, v in row.items() if k not in ("source_file", "file", "path")})
-                  for row in rows)
+                  for row in _read(uri, options))
+
+
+def _table(store, key: str) -> list[dict]:
+    return _read(f"s3://{BUCKET}/{key}", _options(store))
+
+
+def _options(store) -> dict[str, str]:
+    return {"AWS_ENDPOINT_URL": store["endpoint"], "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": store["keys"]["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": store["keys"]["AWS_SECRET_ACCESS_KEY"]}
 
 
 def tables_local(root: Path) -> dict[str, list]:
@@ -82,9 +96,7 @@ def tables_local(root: Path) -> dict[str, list]:
 
 
 def tables_s3(store, prefix: str) -> dict[str, list]:
-    options = {"AWS_ENDPOINT_URL": store["endpoint"], "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-               "AWS_ACCESS_KEY_ID": store["keys"]["AWS_ACCESS_KEY_ID"],
-               "AWS_SECRET_ACCESS_KEY": store["keys"]["AWS_SECRET_ACCESS_KEY"]}
+    options = _options(store)
     found = {}
     for table in COMPARED:
         listing = store["fs"].get_file_info(f"{BUCKET}/{prefix}/{table}/_delta_log")
@@ -153,7 +165,8 @@ def test_the_store_refuses_a_conditional_put_over_an_existing_object(world):
 
 
 def test_a_changed_archive_object_is_refused(world):
-    """Archive change detection on objects: size and Last-Modified, as S3A reports them."""
+    """Archive change detection on objects: size, Last-Modified and the ETag, as S3A reports them
+    (the ingest records each object's ETag in ``source_files``)."""
     import pyarrow.fs as pafs
 
     store = world["store"]
@@ -164,6 +177,12 @@ def test_a_changed_archive_object_is_refused(world):
     world["run"]("replay", "run", str(config), "--quiet")
     listing = fs.get_file_info(pafs.FileSelector(f"{BUCKET}/archive/changed", recursive=True))
     files = sorted(i.path for i in listing if i.type.name == "File")
+    recorded = {row["path"]: row["etag"] for row in _table(store, "lakehouse/changed/source_files")}
+    assert set(recorded) == {f"s3a://{path}" for path in files}
+    for path in files:  # the store's own ETag of each object, as a GET returns it
+        with fs.open_input_file(path) as handle:
+            etag = handle.metadata()["ETag"]
+            assert recorded[f"s3a://{path}"] == (etag.decode() if isinstance(etag, bytes) else etag), path
     with fs.open_input_stream(files[0]) as handle:
         content = handle.read()
     time.sleep(1.5)  # Last-Modified has whole seconds: the rewrite is a second later
@@ -173,3 +192,4 @@ def test_a_changed_archive_object_is_refused(world):
     message = refused.stdout + refused.stderr
     assert refused.returncode != 0, message[-2000:]
     assert "archive changed" in message and "changed: s3a://" in message, message[-2000:]
+    assert "etag " in message, message[-2000:]  # new content, new ETag
