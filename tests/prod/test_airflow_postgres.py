@@ -67,6 +67,7 @@ def world(store, postgres, spark_cluster, tmp_path_factory):
         # As docker-compose.yml: the replay is spark-submitted to the tier's cluster through the
         # spark_default connection; the quality tasks' sessions use the cluster too.
         SPARK_MASTER=spark_cluster,
+        SPARK_LOCAL_IP="127.0.0.1",  # drivers bind and advertise 127.0.0.1, as the cluster does
         REPLAY_SPARK_MODE="submit",
         AIRFLOW_CONN_SPARK_DEFAULT=spark_cluster,
     )

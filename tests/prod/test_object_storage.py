@@ -36,7 +36,9 @@ def world(store, spark_cluster, tmp_path_factory):
     base = tmp_path_factory.mktemp("prod-base")
     env = {**os.environ, **store["keys"], "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
            "REPLAY_BASE_DIR": str(base), "REPLAY_S3A_ENDPOINT": store["endpoint"],
-           "SPARK_MASTER": spark_cluster}  # the tier's standalone cluster; the local replay: local[2]
+           # The tier's standalone cluster (the local replay: local[2]); drivers bind and advertise
+           # 127.0.0.1, as the cluster does.
+           "SPARK_MASTER": spark_cluster, "SPARK_LOCAL_IP": "127.0.0.1"}
 
     def run(*args: str, check: bool = True, extra: dict[str, str] | None = None, timeout: float = 600):
         done = subprocess.run(list(args), capture_output=True, text=True, env={**env, **(extra or {})},
