@@ -97,7 +97,9 @@ def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     runs = airflow.wait(DAG_ID, INTERVALS, timeout=1200)
     assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
     replayed = [airflow.task_states(DAG_ID, r["run_id"])["replay_submit"]["state"] for r in runs]
-    assert replayed == ["skipped", "skipped", "success", "success", "success", "success"], replayed
+    # The first interval only ingests (no batch is due before its end): in-process that task skips
+    # itself; a spark-submitted job cannot, so it succeeds. The second has nothing to do at all.
+    assert replayed == ["success", "skipped", "success", "success", "success", "success"], replayed
     print("scheduled runs (s):", [round(run_seconds(r)) for r in runs])
 
     # The same tables as a plain local `replay run --finalize` of the same archive.
