@@ -46,8 +46,9 @@ test-connect-smoke: setup
 	$(MAKE) test-connect CONNECT_TESTS="tests/spark/test_worked_example.py tests/spark/test_pending_work.py tests/spark/test_connect_orphans.py"
 
 # The production topology without Docker: archives and Delta tables on a real S3 server (SeaweedFS,
-# built once into .cache), Airflow on PostgreSQL; services from scripts/services. Too slow for CI here
-# (17 + 35 minutes under load, plus an 18-minute first build of SeaweedFS): run it on purpose.
+# built once into .cache), Airflow on PostgreSQL, replays on a Spark standalone cluster; services from
+# scripts/services. Too slow for CI's 45 minutes here (about 26 minutes alone, plus a first build of
+# SeaweedFS, ~3 minutes idle): run it on purpose.
 test-prod: setup
 	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
 	$(PYTEST) -m prod -q
