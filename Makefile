@@ -30,7 +30,7 @@ test-airflow: setup
 	$(PYTEST) -m scheduler -q
 
 # The same Airflow section with every Spark task a client of one warm Spark Connect server
-# (REPLAY_SPARK_MODE=connect): run on purpose (about 10 minutes here).
+# (REPLAY_SPARK_MODE=connect): CI runs it after test-airflow (about 5 minutes here).
 test-airflow-connect: setup
 	$(PYTEST) -q tests/airflow/test_scheduler_connect.py
 
