@@ -35,13 +35,11 @@ def connect_mode(tmp_path_factory):
     if os.environ.get("REPLAY_TEST_CONNECT") != "1":
         yield None
         return
-    import socket
+    from airflow_standalone import free_port
 
     from spark_jobs.execution import connect_server
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     state = tmp_path_factory.mktemp("connect-server")
     server, _ = connect_server.start_server(port=port, directory=state)
     os.environ["SPARK_REMOTE"] = server.url
@@ -72,17 +70,15 @@ def spark(connect_mode):
 def spark_cluster(tmp_path_factory):
     """A Spark standalone cluster (one master, one worker) on 127.0.0.1, started by
     ``scripts/services/spark-cluster.sh`` and always stopped: its master URL."""
-    import socket
     import subprocess
+
+    from airflow_standalone import free_port
 
     script = str(Path(__file__).resolve().parents[1] / "scripts" / "services" / "spark-cluster.sh")
     root = tmp_path_factory.mktemp("spark-cluster")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     try:
-        started = subprocess.run([script, "start", str(root), str(port)], capture_output=True, text=True,
-                                 timeout=300)
+        started = subprocess.run([script, "start", str(root), str(free_port())], capture_output=True,
+                                 text=True, timeout=300)
         assert started.returncode == 0, started.stdout + started.stderr
         yield started.stdout.strip().splitlines()[-1]
     finally:

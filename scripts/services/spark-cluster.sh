@@ -8,9 +8,9 @@
 #   scripts/services/spark-cluster.sh stop DIR         stop both (SIGTERM, then SIGKILL)
 #
 # Everything binds 127.0.0.1 (SPARK_LOCAL_IP); the web UIs take free ports. Drivers on this machine
-# need SPARK_LOCAL_IP=127.0.0.1 too: the executors connect back to the address a driver advertises. Executors run the
-# project's Python (.venv/bin/python, PYSPARK_PYTHON) and get Delta's and S3A's jars from the
-# drivers (spark.jars). SPARK_WORKER_CORES / SPARK_WORKER_MEMORY size the worker (default 2, 2g).
+# need SPARK_LOCAL_IP=127.0.0.1 too: the executors connect back to the address a driver advertises.
+# Executors run the project's Python (.venv/bin/python, PYSPARK_PYTHON) and get Delta's and S3A's
+# jars from the drivers (spark.jars). SPARK_WORKER_CORES / SPARK_WORKER_MEMORY size the worker (default 2, 2g).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 SPARK_CLASS="${SPARK_CLASS:-$ROOT/.venv/bin/spark-class}"

@@ -64,7 +64,7 @@ def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) 
     if operation is not None:
         return PendingWork(True, f"unfinished: {operation.describe()}")
     reader = DeltaRsReader(config)
-    known = reader.known_files()
+    known = reader.source_files()
     if not known:
         return PendingWork(True, "nothing ingested yet: the first run ingests the archive")
     last = reader.last_committed()

@@ -396,13 +396,12 @@ def class_archive_path() -> Path:
     set-up build a new one rather than keep one the JVM refuses (it checks the class path).
     """
     import pyspark
-    from pyspark import __version__ as spark_version
 
     java = _java_binary()
     java_id = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}" if java else "none"
     jars = os.path.realpath(os.path.dirname(pyspark.__file__))
-    digest = hashlib.sha256(f"{spark_version}|{jars}|{java_id}".encode()).hexdigest()[:12]
-    return CLASS_ARCHIVE_DIR / f"driver-spark{spark_version}-{digest}.jsa"
+    digest = hashlib.sha256(f"{pyspark.__version__}|{jars}|{java_id}".encode()).hexdigest()[:12]
+    return CLASS_ARCHIVE_DIR / f"driver-spark{pyspark.__version__}-{digest}.jsa"
 
 
 def build_class_archive() -> Path | None:

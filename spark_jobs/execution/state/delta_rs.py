@@ -115,12 +115,6 @@ class DeltaRsReader:
             row["table_versions"] = dict(row["table_versions"] or [])
         return rows
 
-    def known_files(self) -> dict[str, dict[str, Any]]:
-        """The ingested archive files: ``{path: {size, modified_ms, etag}}`` (``etag`` None
-        where the ingest's listing had none, or the table predates the column)."""
-        return {path: {"size": row["size"], "modified_ms": row["modified_ms"], "etag": row.get("etag")}
-                for path, row in self.source_files().items()}
-
     def source_files(self) -> dict[str, dict[str, Any]]:
         """``source_files``' rows by path (as ``Ingest.known_files`` returns them)."""
         if not self.exists("source_files"):
