@@ -19,6 +19,8 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 VERSION="${SEAWEEDFS_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}"
 CACHE="$ROOT/.cache/seaweedfs"
 WEED="$CACHE/weed-$VERSION"
+# shellcheck source=daemons.sh
+source "$(dirname "$0")/daemons.sh"
 
 build() {
   if [[ -x "$WEED" ]]; then echo "$WEED"; return; fi
@@ -81,13 +83,7 @@ PY
 }
 
 stop() {
-  local dir="$1" pid
-  [[ -f "$dir/weed.pid" ]] || return 0
-  pid="$(cat "$dir/weed.pid")"
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  kill -KILL -- "-$pid" 2>/dev/null || true
-  rm -f "$dir/weed.pid"
+  stop_daemon "$1/weed.pid" 10
 }
 
 case "${1:-}" in

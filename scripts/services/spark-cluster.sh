@@ -14,6 +14,8 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 SPARK_CLASS="${SPARK_CLASS:-$ROOT/.venv/bin/spark-class}"
+# shellcheck source=daemons.sh
+source "$(dirname "$0")/daemons.sh"
 
 free_ports() {
   python3 - "$1" <<'PY'
@@ -56,15 +58,8 @@ start() {
 }
 
 stop() {
-  local dir="$1" name pid
-  for name in worker master; do
-    [[ -f "$dir/$name.pid" ]] || continue
-    pid="$(cat "$dir/$name.pid")"
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    rm -f "$dir/$name.pid"
-  done
+  local name
+  for name in worker master; do stop_daemon "$1/$name.pid" 20; done
 }
 
 case "${1:-}" in

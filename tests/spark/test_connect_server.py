@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from airflow_standalone import free_port
 
 from spark_jobs.execution import connect_server
 from spark_jobs.execution.connect_server import TOKEN_ENV
@@ -25,12 +26,6 @@ def _replay(*args: str, env: dict[str, str] | None = None, timeout: float = 300
     environment.update(env or {})
     return subprocess.run([sys.executable, "-m", "spark_jobs.interfaces.cli", *args], env=environment,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
@@ -76,7 +71,7 @@ def _stop_and_check_gone(state: Path, port: int, pid: int) -> None:
 
 
 def test_a_non_loopback_host_without_token_is_refused_before_anything_starts(tmp_path):
-    port = _free_port()
+    port = free_port()
     state = tmp_path / "connect"
     for host in ("0.0.0.0", "192.0.2.10", "example.com"):
         refused = _replay("server", "start", "--host", host, "--port", str(port), "--dir", str(state))
@@ -114,7 +109,7 @@ def test_delta_sql_over_connect_then_stop(tmp_path, monkeypatch):
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     from pyspark.sql import SparkSession
 
-    port, state = _free_port(), tmp_path / "connect"
+    port, state = free_port(), tmp_path / "connect"
     pid = _start(state, port)
     try:
         status = _replay("server", "status", "--dir", str(state))
@@ -154,7 +149,7 @@ def test_a_server_started_with_a_token_refuses_clients_without_it(tmp_path, monk
     from pyspark.sql import SparkSession
 
     token = secrets.token_urlsafe(24)
-    port, state = _free_port(), tmp_path / "connect"
+    port, state = free_port(), tmp_path / "connect"
     pid = _start(state, port, env={TOKEN_ENV: token})
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -200,7 +195,7 @@ def test_two_pipelines_share_one_server_and_one_pipeline_twice_is_refused(spark,
         for name in ("first", "second", "local")
     }
     assert run_cli("run", str(configs["local"]), "--finalize").returncode == 0
-    port, state = _free_port(), tmp_path / "connect"
+    port, state = free_port(), tmp_path / "connect"
     pid = _start(state, port)
     remote = f"sc://localhost:{port}"
     try:
@@ -253,7 +248,7 @@ def test_a_server_killed_mid_pass_leaves_exactly_once_to_the_next_run(spark, tmp
     assert run_cli("run", str(configs["local"]), "--finalize").returncode == 0
     commits = tmp_path / "killed" / "replay_log" / "_delta_log"
     for attempt, kill in (("first", True), ("again", False)):
-        port, state = _free_port(), tmp_path / f"connect-{attempt}"
+        port, state = free_port(), tmp_path / f"connect-{attempt}"
         pid = _start(state, port)
         env = {**os.environ, "SPARK_REMOTE": f"sc://localhost:{port}"}
         env.pop("SPARK_MASTER", None)
