@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-airflow test-airflow-connect test-connect test-connect-smoke test-prod test-all lint bench clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-airflow-connect test-connect test-connect-smoke test-prod test-all lint bench bench-backfill clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -61,6 +61,12 @@ lint: setup
 
 bench: setup
 	$(PY) -m bench.harness
+
+# Issue 30's backfill figure: 48 hourly intervals through a real scheduler, every Spark task a
+# client of one warm Spark Connect server, against one `replay run` of the same archive; prints the
+# times (about 40 minutes here).
+bench-backfill: setup
+	$(PYTEST) -q -s tests/airflow/test_backfill_hourly_connect.py
 
 clean:
 	rm -rf lakehouse data reports airflow_home spark-warehouse metastore_db .pytest_cache

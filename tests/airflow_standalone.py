@@ -123,23 +123,32 @@ def retrying_runner(env: dict[str, str], cwd: Path) -> Callable[..., str]:
 
 
 @contextlib.contextmanager
-def demo_world(home: Path, base: Path, **extra_env: str) -> Iterator[dict[str, Any]]:
+def demo_world(home: Path, base: Path, *, generate: tuple[str, ...] = (),
+               schedule: dict[str, str] | None = None, **extra_env: str) -> Iterator[dict[str, Any]]:
     """The README's Airflow section on SQLite: a fresh Airflow home ``home``, the project base
     ``base`` with the demo's config and generated archive, pools made, ``airflow standalone``
-    running; ``extra_env`` adds to the environment (e.g. the Spark mode)."""
+    running; ``extra_env`` adds to the environment (e.g. the Spark mode). ``generate`` adds to
+    ``replay generate``'s arguments and ``schedule`` replaces the config's, for a longer archive."""
     import shutil
+
+    import yaml
 
     pipelines = base / "pipelines"
     pipelines.mkdir()
     port = free_port()
-    shutil.copy(ROOT / "include" / "pipelines" / "clicks_per_minute.yaml", pipelines)
+    demo = ROOT / "include" / "pipelines" / "clicks_per_minute.yaml"
+    if schedule is None:
+        shutil.copy(demo, pipelines)
+    else:
+        config = {**yaml.safe_load(demo.read_text()), "schedule": schedule}
+        (pipelines / demo.name).write_text(yaml.safe_dump(config, sort_keys=False))
     # As the README: SQLite has one writer; a CLI write waits up to 60 s for the scheduler's
     # instead of failing after Python's default 5 s.
     env = airflow_env(home, base, pipelines, port,
                       AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db?timeout=60",
                       **extra_env)
     run = retrying_runner(env, base)
-    run("replay", "generate", "data/archive/clicks")
+    run("replay", "generate", "data/archive/clicks", *generate)
     with serving(run, env, home, base, port):
         yield {"run": run, "home": home, "base": base, "env": env, "pipelines": pipelines,
                "airflow": AirflowCli(run, home)}

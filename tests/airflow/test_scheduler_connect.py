@@ -3,7 +3,7 @@ Spark Connect server (``REPLAY_SPARK_MODE=connect``, the Spark provider's ``spar
 connection): the demo's intervals, the quality DAG and a backfill, with tables equal to an
 in-process ``replay run --finalize``. Prints the time of each DAG run (docs/spark-connect.md).
 
-``make test-airflow-connect`` (slow: run on purpose; about 10 minutes on 2 cores)."""
+``make test-airflow-connect`` (in .ci/run; about 5 minutes alone on 2 cores)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import json
 
 import pytest
 import yaml
-from airflow_standalone import delta_tables, demo_world, free_port, pipeline_config, run_seconds
+from airflow_standalone import delta_tables, demo_world, pipeline_config, run_seconds
 
 pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
 
@@ -21,25 +21,12 @@ INTERVALS = 6
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, monkeypatch_module):
-    from spark_jobs.execution import connect_server
-
-    monkeypatch_module.delenv(connect_server.TOKEN_ENV, raising=False)
-    port, state = free_port(), tmp_path_factory.mktemp("connect-server")
-    server, _ = connect_server.start_server(port=port, directory=state)
-    try:
-        connection = json.dumps({"conn_type": "spark_connect", "host": "localhost", "port": port})
-        with demo_world(tmp_path_factory.mktemp("airflow-home"), tmp_path_factory.mktemp("replay-base"),
-                        REPLAY_SPARK_MODE="connect", AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=connection) as world:
-            yield {**world, "server": server, "port": port}
-    finally:
-        connect_server.stop_server(state)
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
+def world(tmp_path_factory, warm_connect_server):
+    port = warm_connect_server
+    connection = json.dumps({"conn_type": "spark_connect", "host": "localhost", "port": port})
+    with demo_world(tmp_path_factory.mktemp("airflow-home"), tmp_path_factory.mktemp("replay-base"),
+                    REPLAY_SPARK_MODE="connect", AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=connection) as world:
+        yield {**world, "port": port}
 
 
 def test_the_demo_through_the_scheduler_as_clients_of_a_warm_server(world):
