@@ -64,7 +64,7 @@ bench: setup
 
 # Issue 30's backfill figure: 48 hourly intervals through a real scheduler, every Spark task a
 # client of one warm Spark Connect server, against one `replay run` of the same archive; prints the
-# times (about 40 minutes here).
+# times (about 12 minutes here).
 bench-backfill: setup
 	$(PYTEST) -q -s tests/airflow/test_backfill_hourly_connect.py
 

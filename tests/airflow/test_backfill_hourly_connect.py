@@ -7,7 +7,7 @@ Prints the figures (docs/airflow.md, BENCHMARKS.md); asserts outcomes only: ever
 succeeded and the tables equal the single runs'. ``replay_quality`` is paused: run after every
 interval, the quality checks would share the two cores with the backfill being measured.
 
-``make bench-backfill`` (slow, not in CI: about 40 minutes on 2 cores)."""
+``make bench-backfill`` (slow, not in CI: about 12 minutes on 2 cores)."""
 
 from __future__ import annotations
 
