@@ -7,8 +7,11 @@ a released session's are interrupted without waiting): a Delta commit in flight 
 the next run's recovery has restored the tables. So the pipeline lock names the session of a
 Connect client (``session_holder``: server address, session id, user; never the token), and the
 next holder, before recovery, attaches to that session, interrupts all its operations and waits,
-through Spark Connect's ``GetStatus``, until none is running or terminating
-(``wait_for_orphan_operations``); then releases it.
+through Spark Connect's ``GetStatus``, until none is running (``wait_for_orphan_operations``);
+then releases it. TERMINATING is not running: the server maps an execution that has finished,
+failed or been cancelled to it until its resources are freed, which for one whose client died
+before reading its last response is the detached timeout (five minutes); its work, commits
+included, is over.
 """
 
 from __future__ import annotations
@@ -56,8 +59,7 @@ def wait_for_orphan_operations(previous_holder: str, spark: Any,
     from pyspark.sql.connect.proto import base_pb2 as pb2
 
     client = SparkConnectClient(_builder(spark, host, port, session, found["user"]))
-    active = (pb2.GetStatusResponse.OperationStatus.OPERATION_STATE_RUNNING,
-              pb2.GetStatusResponse.OperationStatus.OPERATION_STATE_TERMINATING)
+    active = (pb2.GetStatusResponse.OperationStatus.OPERATION_STATE_RUNNING,)
     try:
         try:
             client.interrupt_all()

@@ -73,3 +73,36 @@ def test_a_killed_clients_write_is_stopped_before_the_next_run_goes_on(spark, tm
         time.sleep(40)
         assert commits(table) == [], "the dead client's write landed after the lock"
     assert waited < 60, waited
+
+
+#: A client that dies right after a command returned (as a reprocess killed just after its
+#: ``DELETE`` of ``replay_log``): the server keeps that finished command as TERMINATING until its
+#: detached timeout (five minutes), which is not running.
+KILLED_AFTER_COMMAND = """
+import os, signal, sys
+from pyspark.sql import SparkSession
+from spark_jobs.config import load_config
+from spark_jobs.execution.recovery import pipeline_lock
+
+spark = SparkSession.builder.remote(sys.argv[3]).create()
+with pipeline_lock(load_config(sys.argv[1]), spark):
+    spark.sql(f"DELETE FROM delta.`{sys.argv[2]}` WHERE id >= 4")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_command_finished_before_the_kill_does_not_hold_up_the_next_run(spark, tmp_path):
+    if not is_connect(spark):
+        pytest.skip("over Spark Connect only (make test-connect)")
+    config_path = write_pipeline(tmp_path / "p.yaml", write_archive(tmp_path / "archive", records=10),
+                                 tmp_path / "out")
+    table = tmp_path / "out" / "finished_command"
+    spark.range(0, 8).write.format("delta").save(str(table))
+    client = subprocess.run([sys.executable, "-c", KILLED_AFTER_COMMAND, str(config_path), str(table),
+                             os.environ["SPARK_REMOTE"]], capture_output=True, text=True, timeout=300)
+    assert client.returncode == -signal.SIGKILL, client.stderr[-3000:]
+    started = time.monotonic()
+    with pipeline_lock(load_config(config_path), spark):  # waited 120 s, then refused, before
+        waited = time.monotonic() - started
+    assert waited < 30, waited
+    assert sorted(r.id for r in spark.read.format("delta").load(str(table)).collect()) == [0, 1, 2, 3]
