@@ -1,5 +1,7 @@
 """Object storage (``s3a://``) reached without a JVM: delta-rs's storage options, a pyarrow
-``S3FileSystem``, an archive listing as Hadoop's S3A names and times it, and a small object's text.
+``S3FileSystem``, an archive listing as Hadoop's S3A names and times it, small objects (read,
+written, created only if absent, deleted) and a table's prefix deleted. What a Spark Connect
+client, which has no Hadoop ``FileSystem``, does on a bucket: the lease, the journal, a drop.
 
 One home for the settings, taken from the same environment as the S3A connector's
 (``spark_session.s3a_conf``), never from a config file: ``REPLAY_S3A_ENDPOINT`` (an S3-compatible
@@ -128,3 +130,56 @@ def list_names(path: str, fs: Any = None) -> list[str]:
     root = _key(path)
     selector = pafs.FileSelector(root, allow_not_found=True, recursive=False)
     return [entry.base_name for entry in fs.get_file_info(selector)]
+
+
+def write_text(path: str, text: str, fs: Any = None) -> None:
+    """Write a small object (one PUT: a reader sees the old object or the new one)."""
+    fs = fs or s3_filesystem()
+    with fs.open_output_stream(_key(path)) as stream:
+        stream.write(text.encode())
+
+
+def delete(path: str, fs: Any = None) -> None:
+    """Delete an object; nothing to do when it does not exist."""
+    import pyarrow.fs as pafs
+
+    fs = fs or s3_filesystem()
+    if fs.get_file_info(_key(path)).type == pafs.FileType.File:
+        fs.delete_file(_key(path))
+
+
+def delete_tree(path: str, fs: Any = None) -> None:
+    """Delete every object below ``path`` (a table's prefix); nothing to do when there is none."""
+    import pyarrow.fs as pafs
+
+    fs = fs or s3_filesystem()
+    if fs.get_file_info(_key(path)).type != pafs.FileType.NotFound:
+        fs.delete_dir(_key(path))
+
+
+def create_exclusive(path: str, data: bytes) -> bool:
+    """Create an object only if none exists: a PUT with ``If-None-Match: *``, so the store itself
+    lets one of two racing writers win (what S3A's conditional create sends). True when created,
+    False when the object exists. pyarrow cannot send the header: boto3's client, with the same
+    settings as ``s3_filesystem``."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    kwargs: dict[str, Any] = {"region_name": _region()}
+    endpoint = os.environ.get("REPLAY_S3A_ENDPOINT")
+    if endpoint:
+        kwargs.update(endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"}))
+    if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
+        kwargs.update(aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                      aws_session_token=os.environ.get("AWS_SESSION_TOKEN"))
+    bucket, _, key = _key(path).partition("/")
+    try:
+        boto3.client("s3", **kwargs).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except ClientError as error:
+        # 412: the object exists; 409: another conditional PUT of it is in flight (AWS).
+        if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
+            return False
+        raise
+    return True

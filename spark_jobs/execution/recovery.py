@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..config import PipelineConfig, local_path
-from ..exceptions import ConcurrentRunError
+from ..exceptions import ConcurrentRunError, ConfigError
 from .faults import crash_point
 from .spark_session import is_connect
 from .state.delta import ALL_TABLES, BATCH_TABLES, DeltaStore
@@ -129,71 +129,120 @@ def _flock(lock_path: str, name: str, jvm_pid: int | None = None, spark: Any = N
 def _lease(spark: Any, lock_uri: str, name: str) -> Iterator[None]:
     """The lock on object storage (``s3a://``), which has no ``flock``: a lease object.
 
-    Created with Hadoop's conditional create (``fs.option.create.conditional.overwrite``: S3A
-    sends the PUT with ``If-None-Match: *`` and skips its own existence check), so the store
-    itself lets only one of two racing writers create it. A file system without the option
-    (or S3A with ``fs.s3a.create.conditional.enabled=false``) falls back to ``create(path,
-    overwrite=False)``: check, then put, with a window of a few milliseconds between them.
-    The lease names its holder (host, pid, driver JVM); one left by a holder that
-    is gone from this host is taken over (after its JVM is gone too), one from another host
-    is not: only a person can tell whether that run is still alive.
+    Created only if absent (``_LeaseObject.create``: a conditional PUT, ``If-None-Match: *``), so
+    the store itself lets only one of two racing writers create it. The lease names its holder
+    (host, pid, driver JVM or Spark Connect session); one left by a holder that is gone from this
+    host is taken over (after its JVM, or its session's operations on the server, are gone too),
+    one from another host is not: only a person can tell whether that run is still alive.
     """
     import socket
 
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(lock_uri)
-    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    from .connect_orphans import session_holder, wait_for_orphan_operations
+
+    lease = _LeaseObject.of(spark, lock_uri)
     own_jvm = _jvm_pid(spark)
     host = socket.gethostname()
     holder = (f"host {host} pid {os.getpid()}:{_process_start(os.getpid())}"
               + (f" jvm {own_jvm}:{_process_start(own_jvm)}" if own_jvm is not None else "")
+              + session_holder(spark)
               + f" since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
     for attempt in (1, 2):
-        try:
-            _create_exclusive(fs, path, holder.encode())
+        if lease.create(holder.encode()):
             break
-        except Exception as error:  # FileAlreadyExistsException, or 412 from the store
-            previous = _read_lease(fs, path)
-            if attempt == 1 and _holder_gone(previous, host):
-                _wait_for_orphan_jvm(previous, own_jvm)
-                fs.delete(path, False)
-                continue
-            raise ConcurrentRunError(
-                f"pipeline {name} is already being replayed ({previous or 'lease being written'}; "
-                f"lease {lock_uri}); wait for it to finish. If no replay is running (a run on "
-                "another host was killed), delete that object"
-            ) from error
+        previous = lease.read()
+        if attempt == 1 and _holder_gone(previous, host):
+            _wait_for_orphan_jvm(previous, own_jvm)
+            wait_for_orphan_operations(previous, spark)
+            lease.delete()
+            continue
+        raise ConcurrentRunError(
+            f"pipeline {name} is already being replayed ({previous or 'lease being written'}; "
+            f"lease {lock_uri}); wait for it to finish. If no replay is running (a run on "
+            "another host was killed), delete that object"
+        )
     try:
         yield
     finally:
-        fs.delete(path, False)
+        lease.delete()
 
 
-def _create_exclusive(fs: Any, path: Any, data: bytes) -> None:
-    """Create ``path`` with ``data`` only if it does not exist; raises (from the JVM) if it does."""
-    try:
-        builder = (fs.createFile(path).overwrite(False)
-                   .must("fs.option.create.conditional.overwrite", True)  # If-None-Match: *
-                   .opt("fs.s3a.create.performance", True))  # no HEAD first: the store decides
-        stream = builder.build()
-    except Exception:  # noqa: BLE001 - the option is not supported here (or turned off)
-        stream = fs.create(path, False)
-    stream.write(data)
-    stream.close()  # S3A PUTs on close: a conditional PUT that lost fails here (412)
+class _LeaseObject:
+    """The lease object through Hadoop's ``FileSystem`` (in-process: any file system Spark
+    reaches). A Spark Connect client has none: ``_S3LeaseObject``."""
 
+    def __init__(self, spark: Any, uri: str):
+        self.path = spark._jvm.org.apache.hadoop.fs.Path(uri)
+        self.fs = self.path.getFileSystem(spark._jsc.hadoopConfiguration())
 
-def _read_lease(fs: Any, path: Any) -> str:
-    try:
-        stream = fs.open(path)
+    @staticmethod
+    def of(spark: Any, uri: str) -> _LeaseObject | _S3LeaseObject:
+        from .object_store import is_s3
+
+        if spark is not None and not is_connect(spark):
+            return _LeaseObject(spark, uri)
+        if is_s3(uri):
+            return _S3LeaseObject(uri)
+        raise ConfigError("output.path", f"a Spark Connect client can lock a pipeline on the local "
+                                         f"disk or on S3 (s3a://), not at {uri}")
+
+    def create(self, data: bytes) -> bool:
+        """Create the lease with ``data`` only if it does not exist: False if it does.
+
+        Hadoop's conditional create (``fs.option.create.conditional.overwrite``: S3A sends the PUT
+        with ``If-None-Match: *`` and skips its own existence check). A file system without the
+        option (or S3A with ``fs.s3a.create.conditional.enabled=false``) falls back to
+        ``create(path, overwrite=False)``: check, then put, a few milliseconds apart."""
         try:
-            data = bytearray()
-            while (byte := stream.read()) != -1 and len(data) < 4096:
-                data.append(byte)
-            return data.decode(errors="replace").strip()
-        finally:
-            stream.close()
-    except Exception:  # deleted meanwhile, or not yet written
-        return ""
+            try:
+                builder = (self.fs.createFile(self.path).overwrite(False)
+                           .must("fs.option.create.conditional.overwrite", True)  # If-None-Match: *
+                           .opt("fs.s3a.create.performance", True))  # no HEAD first: the store decides
+                stream = builder.build()
+            except Exception:  # noqa: BLE001 - the option is not supported here (or turned off)
+                stream = self.fs.create(self.path, False)
+            stream.write(data)
+            stream.close()  # S3A PUTs on close: a conditional PUT that lost fails here (412)
+        except Exception:  # noqa: BLE001 - FileAlreadyExistsException, or 412 from the store
+            return False
+        return True
+
+    def read(self) -> str:
+        try:
+            stream = self.fs.open(self.path)
+            try:
+                data = bytearray()
+                while (byte := stream.read()) != -1 and len(data) < 4096:
+                    data.append(byte)
+                return data.decode(errors="replace").strip()
+            finally:
+                stream.close()
+        except Exception:  # noqa: BLE001 - deleted meanwhile, or not yet written
+            return ""
+
+    def delete(self) -> None:
+        self.fs.delete(self.path, False)
+
+
+class _S3LeaseObject:
+    """The lease object on S3 without a JVM (``object_store``: boto3's conditional PUT, pyarrow)."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+
+    def create(self, data: bytes) -> bool:
+        from .object_store import create_exclusive
+
+        return create_exclusive(self.uri, data)
+
+    def read(self) -> str:
+        from .object_store import read_text
+
+        return (read_text(self.uri) or "").strip()[:4096]
+
+    def delete(self) -> None:
+        from .object_store import delete
+
+        delete(self.uri)
 
 
 def _holder_gone(holder: str, host: str) -> bool:

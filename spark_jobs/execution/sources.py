@@ -66,6 +66,7 @@ from .archive_files import (
 )
 from .archive_jsonl import gzip_lines, plain_and_gzip, read_jsonl
 from .archive_parquet import parquet_footers, read_parquet
+from .object_store import is_s3, list_s3_archive
 from .spark_session import is_connect
 
 if TYPE_CHECKING:
@@ -131,13 +132,17 @@ def list_archive(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]
 
 def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[ArchiveFile]:
     """``list_archive`` for a Spark Connect client, which has no Hadoop ``FileSystem``: a local
-    archive (the disk it shares with a server on this machine) is listed here, named and timed as
-    Hadoop names and times it; any other is listed by the server's file index (``binaryFile``
-    without its content column, so no file is opened)."""
+    archive (the disk it shares with a server on this machine) or one on S3 is listed here, named
+    and timed as Hadoop names and times it (on S3 without ETags: pyarrow's listing has none, so
+    changes are found by size and Last-Modified, as ``pending_work`` finds them); any other is
+    listed by the server's file index (``binaryFile`` without its content column, so no file is
+    opened)."""
     local = local_path(source.path)
-    if local is not None:
+    if local is not None or is_s3(source.path):
         try:
-            return list_local_archive(local, source.format, source.layout)
+            if local is not None:
+                return list_local_archive(local, source.format, source.layout)
+            return list_s3_archive(source.path, source.format, source.layout)
         except FileNotFoundError:
             raise ConfigError("source.path", f"no such file or directory: {source.path}") from None
         except ValueError as error:
@@ -145,7 +150,7 @@ def _list_without_jvm(spark: SparkSession, source: SourceConfig) -> list[Archive
     suffixes = data_suffixes(source.format)
     listing = (
         spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(source.path)
-        .select("path", "length", (F.unix_micros("modificationTime") // 1000).alias("mtime"))
+        .select("path", "length", F.expr("div(unix_micros(modificationTime), 1000)").alias("mtime"))
         .collect()
     )
     files = [

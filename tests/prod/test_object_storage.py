@@ -195,3 +195,63 @@ def test_a_changed_archive_object_is_refused(world):
     assert refused.returncode != 0, message[-2000:]
     assert "archive changed" in message and "changed: s3a://" in message, message[-2000:]
     assert "etag " in message, message[-2000:]  # new content, new ETag
+
+
+@pytest.fixture(scope="module")
+def connect_remote(world, tmp_path_factory):
+    """A Spark Connect server with S3A on (the store's endpoint and keys in its environment only):
+    ``sc://localhost:PORT`` for clients."""
+    from prod_services import free_port
+
+    from spark_jobs.execution import connect_server
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {**world["store"]["keys"], "REPLAY_S3A_ENDPOINT": world["store"]["endpoint"],
+                            "SPARK_LOCAL_IP": "127.0.0.1"}.items():
+            patch.setenv(name, value)
+        patch.delenv(connect_server.TOKEN_ENV, raising=False)
+        patch.delenv("SPARK_MASTER", raising=False)
+        state, port = tmp_path_factory.mktemp("connect-s3"), free_port()
+        connect_server.start_server(port=port, directory=state)
+    try:
+        yield f"sc://localhost:{port}"
+    finally:
+        connect_server.stop_server(state)
+
+
+def test_a_spark_connect_client_replays_on_the_bucket(world, connect_remote):
+    """Object storage over Spark Connect: the client has no Hadoop file system, so the lease (a
+    conditional PUT), the operation journal and a table's drop go through its own S3 calls
+    (``object_store``), while the server's S3A reads the archive and writes the tables. A client
+    killed before its commit leaves its lease; the next client takes it over (its session's
+    operations on the server waited for), puts the tables back and finishes; a reset deletes the
+    tables on the bucket; a second writer is refused."""
+    store, run = world["store"], world["run"]
+    remote = {"SPARK_REMOTE": connect_remote}
+    config = world["pipeline"]("connect", f"s3a://{BUCKET}/archive/clicks",
+                               f"s3a://{BUCKET}/lakehouse/connect")
+    crashed = run("replay", "run", str(config), "--finalize", "--quiet", check=False,
+                  extra={**remote, "REPLAY_CRASH_AT": "batch:2:before-commit"})
+    assert crashed.returncode == -9, crashed.stderr[-3000:]
+    held = store["fs"].open_input_stream(f"{BUCKET}/lakehouse/connect/_replay.lock").read().decode()
+    assert " connect " in held and " session " in held, held  # the dead client's session is named
+    run("replay", "run", str(config), "--finalize", "--quiet", extra=remote)
+    assert tables_s3(store, "lakehouse/connect") == world["expected"]
+    assert lease(store, "lakehouse/connect").type.name == "NotFound"
+
+    with store["fs"].open_output_stream(f"{BUCKET}/lakehouse/connect/_replay.lock") as out:
+        out.write(b"host elsewhere pid 1:1 since now")
+    refused = run("replay", "run", str(config), "--quiet", check=False, extra=remote)
+    assert refused.returncode != 0 and "already being replayed" in refused.stdout + refused.stderr
+    store["fs"].delete_file(f"{BUCKET}/lakehouse/connect/_replay.lock")
+
+    run("replay", "reset", str(config), "--yes", extra=remote)
+    assert tables_s3(store, "lakehouse/connect") == {}
+    left = store["fs"].get_file_info(pafs_selector(f"{BUCKET}/lakehouse/connect"))
+    assert [info.path for info in left] == [], left  # tables, journal and lease all gone
+
+
+def pafs_selector(root: str):
+    import pyarrow.fs as pafs
+
+    return pafs.FileSelector(root, recursive=True, allow_not_found=True)

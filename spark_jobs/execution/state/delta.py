@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import PipelineConfig, local_path
+from ...exceptions import ConfigError
+from ..object_store import delete_tree, is_s3
 from ..spark_session import is_connect
 
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
@@ -86,8 +88,9 @@ class DeltaStore:
         ``_delta_log`` in one JVM call (no Spark job).
 
         Over Spark Connect (no JVM on this side) the client lists the logs itself with delta-rs
-        when they are on the local disk, which it shares with a server on this machine, else asks
-        the server (``DESCRIBE HISTORY``, one query per table)."""
+        when they are on the local disk, which it shares with a server on this machine, or on S3
+        (the S3A settings' environment), else asks the server (``DESCRIBE HISTORY``, one query
+        per table)."""
         if is_connect(self.spark):
             return self._versions_without_jvm(tables)
         jvm = self.spark._jvm
@@ -100,14 +103,15 @@ class DeltaStore:
     def _versions_without_jvm(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
         from .delta_rs import DeltaRsReader
 
-        if DeltaRsReader.supports(self.config):
+        if DeltaRsReader.reaches(self.config):
             return DeltaRsReader(self.config).versions(tables)
         found = {}
         for table in tables:
             try:
                 rows = self.spark.sql(f"DESCRIBE HISTORY {self._sql_name(table)} LIMIT 1").collect()
             except Exception as error:  # not a Delta table (yet): no version
-                if "DELTA_MISSING_DELTA_TABLE" in str(error) or "PATH_NOT_FOUND" in str(error):
+                if any(code in str(error) for code in
+                       ("DELTA_MISSING_DELTA_TABLE", "PATH_NOT_FOUND", "DELTA_TABLE_ONLY_OPERATION")):
                     continue
                 raise
             found[table] = int(rows[0]["version"])
@@ -155,13 +159,16 @@ class DeltaStore:
     def drop(self, table: str) -> None:
         """Delete a table's directory (one created by a batch that never committed)."""
         if is_connect(self.spark):
-            # No Hadoop FileSystem on a Connect client: it shares the local disk with its server.
+            # No Hadoop FileSystem on a Connect client: it shares the local disk with its server,
+            # and reaches S3 itself (object_store).
             local = local_path(self.path(table))
-            if local is None:
-                raise NotImplementedError(
-                    f"deleting {self.path(table)} over Spark Connect: only local tables for now"
-                )
-            shutil.rmtree(local, ignore_errors=True)
+            if local is not None:
+                shutil.rmtree(local, ignore_errors=True)
+            elif is_s3(self.path(table)):
+                delete_tree(self.path(table))
+            else:
+                raise ConfigError("output.path", f"a Spark Connect client can delete tables on the "
+                                                 f"local disk or on S3 (s3a://), not {self.path(table)}")
             return
         jvm = self.spark._jvm
         path = jvm.org.apache.hadoop.fs.Path(self.path(table))

@@ -6,9 +6,10 @@ versions and a few small aggregates, which delta-rs reads straight from the Delt
 Parquet files. Reads go through ``QueryBuilder`` (DataFusion), which also reads the one table with
 deletion vectors (``window_latest``), and come back through the Arrow C stream
 (``RecordBatchReader.from_stream``: ``pyarrow.table()`` on the same stream imports pandas, 2 s).
-Tables on the local disk, and (``reaches``: for ``pending_work``) on ``s3a://`` object storage,
-read as ``s3://`` with ``object_store.storage_options`` (the S3A settings' environment);
-``supports`` stays local-only for ``replay status`` and ``DeltaStore``, which use Spark there.
+Tables on the local disk, and (``reaches``: for ``pending_work`` and a Spark Connect client's
+table versions) on ``s3a://`` object storage, read as ``s3://`` with
+``object_store.storage_options`` (the S3A settings' environment); ``supports`` stays local-only
+for ``replay status`` and the commit log's reads, which use Spark there.
 
 Never writes: every change to the tables stays with Spark and Delta's own commit protocol.
 """

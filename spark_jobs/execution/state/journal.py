@@ -21,7 +21,8 @@ from typing import Any
 
 from ...config import PipelineConfig, local_path
 from ...core.durations import format_timestamp
-from ..object_store import is_s3, read_text
+from ..object_store import delete, is_s3, read_text, write_text
+from ..spark_session import is_connect
 
 JOURNAL_NAME = "_replay_operation.json"
 
@@ -73,7 +74,8 @@ def journal_path(config: PipelineConfig) -> str:
 
 def read_operation(config: PipelineConfig, spark: Any = None) -> Operation | None:
     """The unfinished operation, if any. Needs ``spark`` only for a pipeline on object storage
-    other than S3 (without ``spark``, an ``s3a://`` journal is read with pyarrow: ``pending_work``)."""
+    other than S3 (without a JVM, an ``s3a://`` journal is read with pyarrow: ``pending_work``, a
+    Spark Connect client)."""
     path = journal_path(config)
     local = local_path(path)
     if local is not None:
@@ -82,7 +84,7 @@ def read_operation(config: PipelineConfig, spark: Any = None) -> Operation | Non
                 text = handle.read()
         except FileNotFoundError:
             return None
-    elif spark is None and is_s3(path):
+    elif _without_jvm(spark, path):
         text = read_text(path)
         if text is None:
             return None
@@ -98,8 +100,11 @@ def write_operation(config: PipelineConfig, operation: Operation, spark: Any = N
     text = json.dumps(asdict(operation), indent=1)
     path = journal_path(config)
     local = local_path(path)
-    if local is None:
-        _hadoop_write(spark, path, text)  # one PUT on object storage, atomic by itself
+    if local is None:  # one PUT on object storage, atomic by itself
+        if _without_jvm(spark, path):
+            write_text(path, text)
+        else:
+            _hadoop_write(spark, path, text)
         return
     os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
     temporary = f"{local}.tmp-{os.getpid()}"
@@ -120,8 +125,17 @@ def clear_operation(config: PipelineConfig, spark: Any = None) -> None:
         except FileNotFoundError:
             pass
         return
+    if _without_jvm(spark, path):
+        delete(path)
+        return
     target = spark._jvm.org.apache.hadoop.fs.Path(path)
     target.getFileSystem(spark._jsc.hadoopConfiguration()).delete(target, False)
+
+
+def _without_jvm(spark: Any, path: str) -> bool:
+    """An ``s3a://`` journal handled here (pyarrow) instead of through Hadoop: no session (a
+    metadata check) or a Spark Connect client's, which has no Hadoop ``FileSystem``."""
+    return (spark is None or is_connect(spark)) and is_s3(path)
 
 
 def _hadoop_read(spark: Any, path: str) -> str | None:

@@ -69,3 +69,14 @@ def test_own_jvm_is_not_waited_for(tmp_path):
     finally:
         process.kill()
         process.wait()
+
+
+def test_without_a_jvm_the_lease_is_only_on_s3():
+    """A Spark Connect client (or no session) has no Hadoop file system: it writes the lease on S3
+    itself, and refuses any other object store clearly, before anything is written."""
+    from spark_jobs.exceptions import ConfigError
+
+    assert isinstance(recovery._LeaseObject.of(None, "s3a://bucket/lake/_replay.lock"),
+                      recovery._S3LeaseObject)
+    with pytest.raises(ConfigError, match="local disk or on S3"):
+        recovery._LeaseObject.of(None, "gs://bucket/lake/_replay.lock")
