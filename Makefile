@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-airflow test-airflow-connect test-connect test-connect-smoke test-prod test-all lint bench bench-backfill clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-airflow-connect test-connect test-connect-smoke test-prod test-prod-storage test-all lint bench bench-backfill clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -48,10 +48,18 @@ test-connect-smoke: setup
 # The production topology without Docker: archives and Delta tables on a real S3 server (SeaweedFS,
 # built once into .cache), Airflow on PostgreSQL, replays on a Spark standalone cluster; services from
 # scripts/services. Too slow for CI's 45 minutes here (about 26 minutes alone, plus a first build of
-# SeaweedFS, ~3 minutes idle): run it on purpose.
+# SeaweedFS, ~4.5 minutes): run it on purpose. CI runs the half below.
 test-prod: setup
 	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
 	$(PYTEST) -m prod -q
+
+# Its object-storage half (SeaweedFS's S3 and the Spark cluster, in-process and over Spark
+# Connect; no Airflow): CI runs it last (about 11 minutes on a fresh clone: building SeaweedFS ~4.5,
+# S3A's jars ~1, the tests ~5.5).
+PROD_STORAGE_TESTS := tests/prod/test_object_storage.py tests/prod/test_pending_work_s3.py
+test-prod-storage: setup
+	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
+	$(PYTEST) -m prod -q $(PROD_STORAGE_TESTS)
 
 test-all: setup
 	$(PYTEST) -q
