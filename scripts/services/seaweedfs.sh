@@ -30,11 +30,14 @@ build() {
   src="$(go mod download -json "github.com/seaweedfs/seaweedfs@$VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')"
   [[ -d "$src" ]] || { echo "seaweedfs: go mod download gave no directory" >&2; exit 1; }
   dir="$(mktemp -d "$CACHE/build.XXXXXX")"
-  trap 'chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"' RETURN
-  cp -r "$src/." "$dir/"
-  chmod -R u+w "$dir"
-  echo "seaweedfs: building weed $VERSION (once, ~3 min on 2 cores)" >&2
-  (cd "$dir" && GOFLAGS=-buildvcs=false go build -o "$WEED.partial" ./weed)
+  # The build directory goes whatever happens; not with a RETURN trap: bash keeps one set in a
+  # function for every later return, and `start`'s, whose own `dir` is the data, then deleted it.
+  local built=0
+  cp -r "$src/." "$dir/" && chmod -R u+w "$dir" \
+    && echo "seaweedfs: building weed $VERSION (once, ~4.5 min on 2 cores)" >&2 \
+    && (cd "$dir" && GOFLAGS=-buildvcs=false go build -o "$WEED.partial" ./weed) && built=1
+  chmod -R u+w "$dir" 2>/dev/null; rm -rf "$dir"
+  (( built )) || { echo "seaweedfs: building weed failed" >&2; exit 1; }
   mv "$WEED.partial" "$WEED"   # whole or not at all
   echo "$WEED"
 }
