@@ -64,11 +64,19 @@ def s3_filesystem() -> Any:
         scheme, _, host = endpoint.partition("://")
         kwargs.update(endpoint_override=host.rstrip("/") if host else scheme,
                       scheme=scheme if host else "https", force_virtual_addressing=False)
-    if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
-        kwargs.update(access_key=os.environ["AWS_ACCESS_KEY_ID"],
-                      secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-                      session_token=os.environ.get("AWS_SESSION_TOKEN"))
+    keys = _explicit_keys()
+    if keys is not None:
+        kwargs.update(access_key=keys[0], secret_key=keys[1], session_token=keys[2])
     return pafs.S3FileSystem(**kwargs)
+
+
+def _explicit_keys() -> tuple[str, str, str | None] | None:
+    """The access key, secret and session token from the environment when both keys are set;
+    None: the client's own credential chain (an instance profile, ``~/.aws``)."""
+    if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
+        return (os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"],
+                os.environ.get("AWS_SESSION_TOKEN"))
+    return None
 
 
 def _key(path: str) -> str:
@@ -170,10 +178,9 @@ def create_exclusive(path: str, data: bytes) -> bool:
     endpoint = os.environ.get("REPLAY_S3A_ENDPOINT")
     if endpoint:
         kwargs.update(endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"}))
-    if os.environ.get("AWS_ACCESS_KEY_ID") and os.environ.get("AWS_SECRET_ACCESS_KEY"):
-        kwargs.update(aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-                      aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-                      aws_session_token=os.environ.get("AWS_SESSION_TOKEN"))
+    keys = _explicit_keys()
+    if keys is not None:
+        kwargs.update(aws_access_key_id=keys[0], aws_secret_access_key=keys[1], aws_session_token=keys[2])
     bucket, _, key = _key(path).partition("/")
     try:
         boto3.client("s3", **kwargs).put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
