@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..config import local_path
+from ..exceptions import ConfigError
 from .archive_files import ArchiveFile, data_suffixes, in_archive_order, is_data_file
 
 S3_SCHEMES = ("s3a://", "s3://")
@@ -25,6 +27,21 @@ S3_SCHEMES = ("s3a://", "s3://")
 
 def is_s3(path: str) -> bool:
     return path.startswith(S3_SCHEMES)
+
+
+def reachable_without_jvm(path: str) -> bool:
+    """Whether a process without Hadoop's ``FileSystem`` (no session, or a Spark Connect client)
+    reaches ``path``: the local disk, which a client shares with its server, or S3 (here)."""
+    return local_path(path) is not None or is_s3(path)
+
+
+def require_reachable_without_jvm(path: str, field: str = "output.path") -> None:
+    """A clear ConfigError, before anything is written, for a path a Spark Connect client cannot
+    reach itself (its lease, journal and drops): ``gs://``, ``hdfs://``, ``abfss://`` ..."""
+    if not reachable_without_jvm(path):
+        raise ConfigError(field, f"a Spark Connect client keeps a pipeline's lock and journal on the "
+                                 f"local disk or on S3 (s3a://) only, not at {path}; run it in-process "
+                                 f"(without --remote / SPARK_REMOTE) or move the output")
 
 
 def _region() -> str:

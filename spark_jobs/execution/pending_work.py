@@ -30,7 +30,7 @@ from ..core.durations import MIN_TIMESTAMP, format_timestamp
 from ..core.replay_clock import clock_after, is_due
 from .archive_delta import list_delta
 from .archive_files import change_of, list_local_archive
-from .object_store import is_s3, list_s3_archive
+from .object_store import is_s3, list_s3_archive, reachable_without_jvm
 from .recovery import tables_ahead
 from .state.delta import staging_clock_column
 from .state.delta_rs import DeltaRsReader
@@ -56,8 +56,7 @@ def pending_work(config: PipelineConfig, until_ms: int | None = None, finalize: 
 
 def _pending_work(config: PipelineConfig, until_ms: int | None, finalize: bool) -> PendingWork:
     sources = config.sources()
-    if not DeltaRsReader.reaches(config) or any(
-            local_path(s.path) is None and not is_s3(s.path) for s in sources):
+    if not all(reachable_without_jvm(path) for path in [config.output_path, *(s.path for s in sources)]):
         return PendingWork(True, "the archive or the tables are neither on the local disk nor on S3: "
                                  "Spark decides")
     operation = read_operation(config)

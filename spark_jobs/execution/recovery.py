@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..config import PipelineConfig, local_path
-from ..exceptions import ConcurrentRunError, ConfigError
+from ..exceptions import ConcurrentRunError
 from .faults import crash_point
 from .spark_session import is_connect
 from .state.delta import ALL_TABLES, BATCH_TABLES, DeltaStore
@@ -176,14 +176,12 @@ class _LeaseObject:
 
     @staticmethod
     def of(spark: Any, uri: str) -> _LeaseObject | _S3LeaseObject:
-        from .object_store import is_s3
+        from .object_store import require_reachable_without_jvm
 
         if spark is not None and not is_connect(spark):
             return _LeaseObject(spark, uri)
-        if is_s3(uri):
-            return _S3LeaseObject(uri)
-        raise ConfigError("output.path", f"a Spark Connect client can lock a pipeline on the local "
-                                         f"disk or on S3 (s3a://), not at {uri}")
+        require_reachable_without_jvm(uri)
+        return _S3LeaseObject(uri)
 
     def create(self, data: bytes) -> bool:
         """Create the lease with ``data`` only if it does not exist: False if it does.

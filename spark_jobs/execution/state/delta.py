@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import PipelineConfig, local_path
-from ...exceptions import ConfigError
-from ..object_store import delete_tree, is_s3
+from ..object_store import delete_tree, require_reachable_without_jvm
 from ..spark_session import is_connect
 
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
@@ -164,11 +163,9 @@ class DeltaStore:
             local = local_path(self.path(table))
             if local is not None:
                 shutil.rmtree(local, ignore_errors=True)
-            elif is_s3(self.path(table)):
-                delete_tree(self.path(table))
             else:
-                raise ConfigError("output.path", f"a Spark Connect client can delete tables on the "
-                                                 f"local disk or on S3 (s3a://), not {self.path(table)}")
+                require_reachable_without_jvm(self.path(table))
+                delete_tree(self.path(table))
             return
         jvm = self.spark._jvm
         path = jvm.org.apache.hadoop.fs.Path(self.path(table))

@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from ...config import PipelineConfig, local_path
-from ..object_store import delta_uri, is_s3, list_names, s3_filesystem, storage_options
+from ..object_store import delta_uri, is_s3, list_names, reachable_without_jvm, s3_filesystem, storage_options
 
 
 class DeltaRsReader:
@@ -45,7 +45,7 @@ class DeltaRsReader:
     @staticmethod
     def reaches(config: PipelineConfig) -> bool:
         """Tables this reader can read: on the local disk or on S3 (``pending_work``)."""
-        return DeltaRsReader.supports(config) or is_s3(config.output_path)
+        return reachable_without_jvm(config.output_path)
 
     def path(self, table: str) -> str:
         return f"{self.root}/{table}" if self.remote else os.path.join(self.root, table)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...config import PipelineConfig, local_path
 from ...core.durations import format_timestamp
-from ..object_store import delete, is_s3, read_text, write_text
+from ..object_store import delete, read_text, require_reachable_without_jvm, write_text
 from ..spark_session import is_connect
 
 JOURNAL_NAME = "_replay_operation.json"
@@ -134,8 +134,12 @@ def clear_operation(config: PipelineConfig, spark: Any = None) -> None:
 
 def _without_jvm(spark: Any, path: str) -> bool:
     """An ``s3a://`` journal handled here (pyarrow) instead of through Hadoop: no session (a
-    metadata check) or a Spark Connect client's, which has no Hadoop ``FileSystem``."""
-    return (spark is None or is_connect(spark)) and is_s3(path)
+    metadata check) or a Spark Connect client's, which has no Hadoop ``FileSystem`` (and is
+    refused, with a ConfigError, any other scheme)."""
+    if spark is not None and not is_connect(spark):
+        return False
+    require_reachable_without_jvm(path)
+    return True
 
 
 def _hadoop_read(spark: Any, path: str) -> str | None:

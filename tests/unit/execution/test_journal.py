@@ -54,3 +54,20 @@ def test_the_journal_is_plain_json_a_person_can_read(tmp_path):
     write_operation(pipeline, Operation(kind="reset", id="r1", phase="drop"))
     data = json.loads((tmp_path / "lakehouse" / JOURNAL_NAME).read_text())
     assert data["kind"] == "reset" and data["phase"] == "drop" and data["started_at"].endswith("Z")
+
+
+def test_without_a_jvm_a_journal_off_the_local_disk_and_s3_is_a_config_error(tmp_path):
+    """No session (a metadata check) or a Spark Connect client reaches the journal on the local
+    disk or S3 itself; any other scheme is refused by name before anything is written (it was an
+    AttributeError on the missing JVM)."""
+    import pytest
+
+    from spark_jobs.exceptions import ConfigError
+
+    pipeline = config(tmp_path)
+    pipeline = type(pipeline)(**{**pipeline.__dict__, "output_path": "gs://bucket/lake"})
+    for act in (lambda: read_operation(pipeline),
+                lambda: write_operation(pipeline, Operation(kind="reset", id="r", phase="drop")),
+                lambda: clear_operation(pipeline)):
+        with pytest.raises(ConfigError, match=r"local disk or on S3 \(s3a://\) only, not at gs://"):
+            act()
