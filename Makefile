@@ -1,5 +1,5 @@
 # The README's two commands are `make demo` and `make test`; both set up what they need first.
-.PHONY: setup demo test test-slow test-cluster test-airflow test-airflow-connect test-connect test-connect-smoke test-prod test-prod-storage test-all lint bench bench-backfill clean
+.PHONY: setup demo test test-slow test-cluster test-airflow test-airflow-connect test-connect test-connect-smoke test-prod test-prod-ci test-all lint bench bench-backfill clean
 
 PY := .venv/bin/python
 PYTEST := .venv/bin/pytest
@@ -53,13 +53,15 @@ test-prod: setup
 	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
 	$(PYTEST) -m prod -q
 
-# Its object-storage half (SeaweedFS's S3 and the Spark cluster, in-process and over Spark
-# Connect; no Airflow): CI runs it last (about 11 minutes on a fresh clone: building SeaweedFS ~4.5,
-# S3A's jars ~1, the tests ~5.5).
-PROD_STORAGE_TESTS := tests/prod/test_object_storage.py tests/prod/test_pending_work_s3.py
-test-prod-storage: setup
+# What CI runs of it (last): the object-storage modules (SeaweedFS's S3 and the Spark cluster,
+# in-process and over Spark Connect; no Airflow) and the Airflow flows on PostgreSQL with every
+# Spark task a client of a Spark Connect server on the cluster. The spark-submit flavour of the
+# Airflow flows (about 18 minutes) is `make test-prod`'s only.
+PROD_CI_TESTS := tests/prod/test_object_storage.py tests/prod/test_pending_work_s3.py \
+	tests/prod/test_airflow_postgres_connect.py
+test-prod-ci: setup
 	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
-	$(PYTEST) -m prod -q $(PROD_STORAGE_TESTS)
+	$(PYTEST) -m prod -q $(PROD_CI_TESTS)
 
 test-all: setup
 	$(PYTEST) -q

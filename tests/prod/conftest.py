@@ -46,3 +46,20 @@ def store(tmp_path_factory):
         yield {"endpoint": endpoint, "keys": keys, "fs": fs, "root": root}
     finally:
         subprocess.run([script, "stop", str(root)], timeout=60)
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory):
+    """PostgreSQL 15 (Debian's) from ``scripts/services/postgres.sh`` for a module's Airflow, with
+    psycopg installed for Airflow's tasks: its URL and the driver's ``PYTHONPATH``; always stopped."""
+    script = str(ROOT / "scripts" / "services" / "postgres.sh")
+    root = tmp_path_factory.mktemp("postgres")
+    driver = subprocess.run([script, "driver"], capture_output=True, text=True, timeout=300)
+    assert driver.returncode == 0, driver.stderr
+    try:
+        started = subprocess.run([script, "start", str(root), str(free_port())],
+                                 capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0, started.stderr
+        yield {"url": started.stdout.strip().splitlines()[-1], "pythonpath": driver.stdout.strip()}
+    finally:
+        subprocess.run([script, "stop", str(root)], timeout=120)

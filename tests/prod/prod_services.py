@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from airflow_standalone import free_port
 
-__all__ = ["BUCKET", "free_port", "signed_put"]
+__all__ = ["BUCKET", "free_port", "s3_connect_server", "signed_put"]
 
 BUCKET = "replay"
 
@@ -44,3 +48,27 @@ def signed_put(endpoint: str, key: str, body: bytes, access: str, secret: str,
             return response.status
     except urllib.error.HTTPError as error:
         return error.code
+
+
+@contextlib.contextmanager
+def s3_connect_server(store: dict, state: Path, master: str | None = None) -> Iterator[int]:
+    """A Spark Connect server (``replay server start``'s code) with S3A on, the store's endpoint and
+    keys in its environment only, on ``master`` (default ``local[*]``): its port, for
+    ``sc://localhost:PORT``; stopped at the end."""
+    from spark_jobs.execution import connect_server
+
+    port = free_port()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {**store["keys"], "REPLAY_S3A_ENDPOINT": store["endpoint"],
+                            "SPARK_LOCAL_IP": "127.0.0.1"}.items():
+            patch.setenv(name, value)
+        patch.delenv(connect_server.TOKEN_ENV, raising=False)
+        if master:
+            patch.setenv("SPARK_MASTER", master)
+        else:
+            patch.delenv("SPARK_MASTER", raising=False)
+        connect_server.start_server(port=port, directory=state)
+    try:
+        yield port
+    finally:
+        connect_server.stop_server(state)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prod_services import BUCKET, signed_put
+from prod_services import BUCKET, s3_connect_server, signed_put
 
 pytestmark = [pytest.mark.slow, pytest.mark.prod, pytest.mark.spark]
 
@@ -201,22 +201,8 @@ def test_a_changed_archive_object_is_refused(world):
 def connect_remote(world, tmp_path_factory):
     """A Spark Connect server with S3A on (the store's endpoint and keys in its environment only):
     ``sc://localhost:PORT`` for clients."""
-    from prod_services import free_port
-
-    from spark_jobs.execution import connect_server
-
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in {**world["store"]["keys"], "REPLAY_S3A_ENDPOINT": world["store"]["endpoint"],
-                            "SPARK_LOCAL_IP": "127.0.0.1"}.items():
-            patch.setenv(name, value)
-        patch.delenv(connect_server.TOKEN_ENV, raising=False)
-        patch.delenv("SPARK_MASTER", raising=False)
-        state, port = tmp_path_factory.mktemp("connect-s3"), free_port()
-        connect_server.start_server(port=port, directory=state)
-    try:
+    with s3_connect_server(world["store"], tmp_path_factory.mktemp("connect-s3")) as port:
         yield f"sc://localhost:{port}"
-    finally:
-        connect_server.stop_server(state)
 
 
 def test_a_spark_connect_client_replays_on_the_bucket(world, connect_remote):
