@@ -1,7 +1,7 @@
 """A killed Spark Connect client's operations: found by its session, interrupted, waited for.
 
 In-process, a killed run's driver JVM dies with it, or is waited for
-(``recovery._wait_for_orphan_jvm``). Over Spark Connect the server outlives its clients and goes
+(``locks._wait_for_orphan_jvm``). Over Spark Connect the server outlives its clients and goes
 on executing what a dead client sent (a reattachable execution waits for its client to come back;
 a released session's are interrupted without waiting): a Delta commit in flight could land after
 the next run's recovery has restored the tables. So the pipeline lock names the session of a

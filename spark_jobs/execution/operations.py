@@ -24,7 +24,8 @@ from typing import Any
 from ..config import PipelineConfig, load_config, parse_instant
 from ..exceptions import ConfigError, ReplayError
 from .faults import crash_point
-from .recovery import committed_log, drop_all, pass_start, pipeline_lock, rewind_log
+from .locks import pipeline_lock
+from .recovery import committed_log, drop_all, pass_start, rewind_log
 from .replay import Replay, RunSummary, stderr_progress
 from .spark_session import get_spark, is_connect, spark_remote
 from .state.delta import DeltaStore

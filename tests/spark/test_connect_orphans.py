@@ -19,7 +19,7 @@ import pytest
 from replay_helpers import write_archive, write_pipeline
 
 from spark_jobs.config import load_config
-from spark_jobs.execution.recovery import LOCK_NAME, pipeline_lock
+from spark_jobs.execution.locks import LOCK_NAME, pipeline_lock
 from spark_jobs.execution.spark_session import is_connect
 
 pytestmark = pytest.mark.spark
@@ -30,7 +30,7 @@ DEAD_CLIENT = """
 import sys, time
 from pyspark.sql import SparkSession, functions as F
 from spark_jobs.config import load_config
-from spark_jobs.execution.recovery import pipeline_lock
+from spark_jobs.execution.locks import pipeline_lock
 
 spark = SparkSession.builder.remote(sys.argv[3]).create()
 slow = F.udf(lambda i: (time.sleep(1), i)[1], "long")
@@ -82,7 +82,7 @@ KILLED_AFTER_COMMAND = """
 import os, signal, sys
 from pyspark.sql import SparkSession
 from spark_jobs.config import load_config
-from spark_jobs.execution.recovery import pipeline_lock
+from spark_jobs.execution.locks import pipeline_lock
 
 spark = SparkSession.builder.remote(sys.argv[3]).create()
 with pipeline_lock(load_config(sys.argv[1]), spark):

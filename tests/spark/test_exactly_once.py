@@ -97,7 +97,7 @@ def test_reprocess_middle_range_equals_clean_replay_and_rerun_is_noop(spark, tmp
 def test_second_replay_of_same_pipeline_is_refused(tmp_path):
     from spark_jobs.config import load_config
     from spark_jobs.exceptions import ConcurrentRunError
-    from spark_jobs.execution.recovery import pipeline_lock
+    from spark_jobs.execution.locks import pipeline_lock
 
     archive = write_archive(tmp_path / "archive", records=10)
     config = load_config(write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lakehouse"))

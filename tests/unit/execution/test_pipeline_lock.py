@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from spark_jobs.execution import recovery
+from spark_jobs.execution import locks
 
 
 def orphan(seconds: float) -> subprocess.Popen:
@@ -18,7 +18,7 @@ def orphan(seconds: float) -> subprocess.Popen:
 
 
 def left_by_killed_run(lock_path, process: subprocess.Popen) -> None:
-    start = recovery._process_start(process.pid)
+    start = locks._process_start(process.pid)
     assert start is not None
     lock_path.write_text(f"pid 999999 jvm {process.pid}:{start} since 2026-11-24T00:00:00Z")
 
@@ -28,7 +28,7 @@ def test_next_holder_waits_for_the_killed_runs_jvm(tmp_path):
     process = orphan(1.5)
     left_by_killed_run(lock_path, process)
     started = time.time()
-    with recovery._flock(str(lock_path), "p", jvm_pid=12345):
+    with locks._flock(str(lock_path), "p", jvm_pid=12345):
         assert process.poll() is not None  # gone before the lock was granted
         assert "jvm 12345:" in lock_path.read_text()
     assert time.time() - started >= 1.0
@@ -37,11 +37,11 @@ def test_next_holder_waits_for_the_killed_runs_jvm(tmp_path):
 
 
 def test_an_orphan_that_does_not_exit_is_killed(tmp_path, monkeypatch):
-    monkeypatch.setattr(recovery, "ORPHAN_JVM_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(locks, "ORPHAN_JVM_WAIT_SECONDS", 0.5)
     lock_path = tmp_path / "_replay.lock"
     process = orphan(60)
     left_by_killed_run(lock_path, process)
-    with recovery._flock(str(lock_path), "p"):
+    with locks._flock(str(lock_path), "p"):
         pass
     assert process.wait(timeout=10) < 0  # killed by a signal
 
@@ -51,7 +51,7 @@ def test_no_wait_without_a_live_jvm_of_a_previous_run(tmp_path, content):
     lock_path = tmp_path / "_replay.lock"
     lock_path.write_text(content)  # released in order, older format, or a pid reused since
     started = time.time()
-    with recovery._flock(str(lock_path), "p"):
+    with locks._flock(str(lock_path), "p"):
         pass
     assert time.time() - started < 0.5
 
@@ -63,7 +63,7 @@ def test_own_jvm_is_not_waited_for(tmp_path):
     try:
         left_by_killed_run(lock_path, process)
         started = time.time()
-        with recovery._flock(str(lock_path), "p", jvm_pid=process.pid):
+        with locks._flock(str(lock_path), "p", jvm_pid=process.pid):
             pass
         assert time.time() - started < 0.5 and process.poll() is None
     finally:
@@ -76,7 +76,7 @@ def test_without_a_jvm_the_lease_is_only_on_s3():
     itself, and refuses any other object store clearly, before anything is written."""
     from spark_jobs.exceptions import ConfigError
 
-    assert isinstance(recovery._LeaseObject.of(None, "s3a://bucket/lake/_replay.lock"),
-                      recovery._S3LeaseObject)
+    assert isinstance(locks.lease_object(None, "s3a://bucket/lake/_replay.lock"),
+                      locks._S3LeaseObject)
     with pytest.raises(ConfigError, match="local disk or on S3"):
-        recovery._LeaseObject.of(None, "gs://bucket/lake/_replay.lock")
+        locks.lease_object(None, "gs://bucket/lake/_replay.lock")
