@@ -108,12 +108,14 @@ def server_status(directory: str | Path | None = None) -> ServerState:
 
 
 def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, directory: str | Path | None = None,
-                 timeout: float = 180.0) -> tuple[ServerState, bool]:
-    """Start the server detached and wait until it answers a Connect query.
+                 timeout: float = 180.0, conf: dict[str, str] | None = None) -> tuple[ServerState, bool]:
+    """Start the server detached and wait until it answers a Connect query. ``conf``: Spark
+    settings of the server's own (``server_command``).
 
     Returns its state and whether this call started it (False: one was already running there).
     """
     check_safe(host, port)
+    check_conf(conf)
     current = server_status(directory)
     if current.running:
         return current, False
@@ -122,7 +124,7 @@ def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, directory: 
     if port_open(_client_host(host), port):
         raise ServerError(f"{host}:{port} is already in use by another process; choose --port")
     log = folder / LOG_FILE
-    command, env = server_command(host, port)
+    command, env = server_command(host, port, conf)
     token_required = bool(env.get(TOKEN_ENV, "").strip())
     with open(log, "ab") as out:
         out.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} replay server start "
@@ -145,19 +147,37 @@ def start_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, directory: 
     return state, True
 
 
-def server_command(host: str, port: int) -> tuple[list[str], dict[str, str]]:
+def check_conf(conf: dict[str, str] | None) -> None:
+    """Refuse, before anything starts, a server setting that is not Spark's, that would move the
+    address the safety check (``check_safe``) was made for, or that carries a secret on the
+    command line (the token comes from the environment only)."""
+    for key in conf or {}:
+        if not key.startswith("spark."):
+            raise ConfigError("--conf", f"{key} is not a Spark setting (spark.*)")
+        if key in (BIND_ADDRESS_CONF, BIND_PORT_CONF):
+            raise ConfigError("--conf", f"{key}: use --host / --port")
+        if key.startswith("spark.connect.authenticate"):
+            raise ConfigError("--conf", f"{key}: the token comes from {TOKEN_ENV} in the environment, "
+                                        "never from the command line")
+
+
+def server_command(host: str, port: int,
+                   conf: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The ``spark-submit`` command line and environment of a server bound to ``host:port``, with
-    every replay driver's settings (``session_conf``)."""
+    every replay driver's settings (``session_conf``), then ``conf`` (which wins): e.g.
+    ``spark.cores.max`` on a standalone cluster that the server shares with other applications
+    (left alone, a long-lived server holds every core of the cluster)."""
+    check_conf(conf)
     master = os.environ.get("SPARK_MASTER", "local[*]")
     settings: dict[str, object] = {BIND_ADDRESS_CONF: host, BIND_PORT_CONF: port}
     if master.startswith("local"):
         # Left alone, the driver's own RPC and block-manager ports listen on the address the host
         # name resolves to (here a non-loopback one): a local server needs them on loopback only.
         settings.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
-    conf = session_conf(settings)
+    settings.update(conf or {})
     command = [_spark_submit(), "--master", master,
                "--name", "replay-connect", "--class", SERVER_CLASS]
-    for key, value in conf.items():
+    for key, value in session_conf(settings).items():
         command += ["--conf", f"{key}={value}"]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            # The driver's log4j level (spark_session's log config reads it): warnings and errors.
@@ -165,11 +185,12 @@ def server_command(host: str, port: int) -> tuple[list[str], dict[str, str]]:
     return command, env
 
 
-def run_server_in_foreground(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+def run_server_in_foreground(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                             conf: dict[str, str] | None = None) -> None:
     """Become the server (for a container or a service manager, which supervise and stop it):
     the same safety check and settings as ``start_server``, its log on this process's output."""
     check_safe(host, port)
-    command, env = server_command(host, port)
+    command, env = server_command(host, port, conf)
     os.execvpe(command[0], command, env)
 
 

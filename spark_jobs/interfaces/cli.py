@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--timeout", type=float, default=None,
                         help="seconds to wait: for start, until it answers (180); for stop, before "
                         "SIGKILL (30)")
+    server.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the server's (start, run; repeatable), after the "
+                        "replay's own: e.g. spark.cores.max=1 on a cluster the server shares")
 
     from ..quality import cli as quality_cli
 
@@ -298,10 +301,19 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     host = args.host or server.DEFAULT_HOST
     port = server.DEFAULT_PORT if args.port is None else args.port
+    conf = {}
+    for setting in args.conf:
+        key, equals, value = setting.partition("=")
+        if not equals or not key.strip():
+            raise ConfigError("--conf", f"expected KEY=VALUE, got {setting!r}")
+        conf[key.strip()] = value
+    if conf and args.action not in ("start", "run"):
+        raise ConfigError("--conf", f"only for start and run; {args.action} reads the state directory")
     if args.action == "run":
-        server.run_server_in_foreground(host, port)  # replaces this process
+        server.run_server_in_foreground(host, port, conf)  # replaces this process
     if args.action == "start":
-        state, started = server.start_server(host, port, args.dir, timeout=args.timeout or 180.0)
+        state, started = server.start_server(host, port, args.dir, timeout=args.timeout or 180.0,
+                                             conf=conf)
         if not started:
             print(f"already running: {state.describe()}")
             return 0

@@ -78,7 +78,8 @@ def test_topology_and_commands(services):
     # The Connect server: `replay server run` on the container's network (which needs the token:
     # it refuses to start without one), published on the host's loopback only.
     connect = services["spark-connect"]
-    assert connect["command"] == ["replay", "server", "run", "--host", "0.0.0.0", "--port", "15002"]
+    assert connect["command"] == ["replay", "server", "run", "--host", "0.0.0.0", "--port", "15002",
+                                  "--conf", "spark.cores.max=1"]  # shares the cluster with submits
     assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" in connect["environment"]
     assert connect["environment"]["SPARK_MASTER"] == "spark://spark-master:7077"
     master, worker = services["spark-master"]["command"], services["spark-worker"]["command"]

@@ -51,8 +51,8 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
-def _start(state: Path, port: int, env: dict[str, str] | None = None) -> int:
-    started = _replay("server", "start", "--port", str(port), "--dir", str(state), env=env)
+def _start(state: Path, port: int, env: dict[str, str] | None = None, *extra: str) -> int:
+    started = _replay("server", "start", "--port", str(port), "--dir", str(state), *extra, env=env)
     assert started.returncode == 0, started.stdout + started.stderr
     assert f"sc://localhost:{port}" in started.stdout
     assert str(state / "server.log") in started.stdout
@@ -89,6 +89,31 @@ def test_a_non_loopback_host_without_token_is_refused_before_anything_starts(tmp
     assert not _listening(port)
 
 
+def test_a_bad_server_setting_is_refused_before_anything_starts(tmp_path):
+    port = free_port()
+    state = tmp_path / "connect"
+    for setting, said in [("spark.cores.max", "expected KEY=VALUE"),
+                          ("cores=1", "not a Spark setting"),
+                          (f"spark.connect.grpc.binding.port={port + 1}", "use --host / --port"),
+                          ("spark.connect.authenticate.token=secret", TOKEN_ENV)]:
+        for action in ("start", "run"):
+            refused = _replay("server", action, "--port", str(port), "--dir", str(state), "--conf", setting)
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert said in refused.stderr, refused.stderr
+    refused = _replay("server", "status", "--dir", str(state), "--conf", "spark.cores.max=1")
+    assert refused.returncode == 2 and "only for start and run" in refused.stderr
+    assert not state.exists(), "nothing was written"
+    assert not _listening(port)
+
+
+def test_server_settings_come_after_the_replays_own():
+    command, _ = connect_server.server_command("127.0.0.1", 15002, {"spark.cores.max": "1",
+                                                                     "spark.sql.shuffle.partitions": "8"})
+    settings = [command[i + 1] for i, part in enumerate(command) if part == "--conf"]
+    assert "spark.cores.max=1" in settings and "spark.sql.shuffle.partitions=8" in settings
+    assert "spark.sql.shuffle.partitions=4" not in settings  # the replay's default, overridden
+
+
 def test_loopback_addresses():
     assert all(connect_server.is_loopback(h) for h in ("127.0.0.1", "127.0.0.5", "::1", "localhost"))
     assert not any(connect_server.is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "spark.internal"))
@@ -110,7 +135,7 @@ def test_delta_sql_over_connect_then_stop(tmp_path, monkeypatch):
     from pyspark.sql import SparkSession
 
     port, state = free_port(), tmp_path / "connect"
-    pid = _start(state, port)
+    pid = _start(state, port, None, "--conf", "spark.sql.shuffle.partitions=3")
     try:
         status = _replay("server", "status", "--dir", str(state))
         assert status.returncode == 0 and "running at sc://localhost" in status.stdout
@@ -121,6 +146,8 @@ def test_delta_sql_over_connect_then_stop(tmp_path, monkeypatch):
 
         spark = SparkSession.builder.remote(f"sc://localhost:{port}").create()
         try:
+            # The server's own setting (--conf) wins over the replay's default (4).
+            assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
             table = str(tmp_path / "table")
             spark.range(5).selectExpr("id", "id * 10 AS v").write.format("delta").save(table)
             spark.sql(f"""MERGE INTO delta.`{table}` t
