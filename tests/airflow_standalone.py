@@ -79,7 +79,37 @@ def standalone(env: dict[str, str], home: Path, base: Path, port: int) -> Iterat
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
+        # Task processes still running (a quality run the last asset event started) sit in process
+        # groups of their own inside the server's session, and outlived the group's kill: left,
+        # they waited for the API server for good, a Spark driver with them.
+        end_session(server.pid)
         log.close()
+
+
+def session_members(session: int) -> list[int]:
+    """The live processes of a session (``/proc``: the sixth field of ``stat``)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[3]) == session:
+                members.append(int(entry))
+    return members
+
+
+def end_session(session: int, grace: float = 10.0) -> None:
+    """SIGTERM every process of ``session``, SIGKILL what is left after ``grace`` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in session_members(session):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while session_members(session) and time.monotonic() < deadline:
+            time.sleep(0.2)
 
 
 def server_log(home: Path) -> str:
