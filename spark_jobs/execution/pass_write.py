@@ -160,7 +160,10 @@ class PassWriter:
                     (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
                 ).unionByName(results)
             latest = self.latest_frame(since)
-            merge = traced("latest", "window_latest", lambda: store.merge_latest_panes(latest, keys, tag))
+            # The panes' window ends, when they are all this pass's (on the driver already).
+            ends = pane_window_ends(by_kind.get("pane")) if since is results else None
+            merge = traced("latest", "window_latest",
+                           lambda: store.merge_latest_panes(latest, keys, tag, ends))
             if not maintains:
                 merges.start(merge, final.batch_id)
         for future in submitted:
@@ -326,3 +329,18 @@ class PassWriter:
         keys = [*self.config.key, "window_start", "window_end"]
         newest = Window.partitionBy(*keys).orderBy(F.col("pane_index").desc())
         return results.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1").drop("_rank")
+
+
+def pane_window_ends(panes: Any) -> tuple[int, int] | None:
+    """The least and greatest window end (epoch ms) of a pass's panes (Arrow, as the operator
+    emits them); None without panes or with a global window's (``MIN_TIMESTAMP``: no bounds), as
+    ``results_frame`` reads them."""
+    import pyarrow.compute as pc
+
+    if panes is None or not panes.num_rows:
+        return None
+    starts, ends = panes.column("window_start_ms"), panes.column("window_end_ms")
+    if pc.any(pc.or_(pc.equal(starts, MIN_TIMESTAMP), pc.equal(ends, MIN_TIMESTAMP))).as_py():
+        return None
+    bounds = pc.min_max(ends).as_py()
+    return bounds["min"], bounds["max"]

@@ -205,9 +205,18 @@ class DeltaStore:
             writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
         writer.save(self.path(table))
 
-    def merge_latest_panes(self, panes, keys: list[str], batch_id: int) -> None:
+    def merge_latest_panes(self, panes, keys: list[str], batch_id: int,
+                           window_ends: tuple[int, int] | None = None) -> None:
         """Upsert each (key, window)'s newest pane into ``window_latest`` with Delta MERGE (its
-        SQL form, which a Spark Connect session runs as well as an in-process one)."""
+        SQL form, which a Spark Connect session runs as well as an in-process one).
+
+        ``window_ends``: the least and greatest ``window_end`` of ``panes`` (epoch ms), when the
+        caller knows them (else one small aggregate finds them). A target row that matches a pane
+        has its window end, so the match also bounds the target's ``window_end`` to that range:
+        Delta then skips the files outside it by their statistics (the table holds every window
+        ever replayed, and without the range each MERGE read all of it: 1.14 -> 0.83 s of scan
+        for 1,000 panes into 1M rows here, growing with the history). Panes of a global window
+        (no window end) get no range."""
         table = "window_latest"
         if not self.exists(table):
             # A new table: every pane is an insert, which a plain write makes without MERGE's join
@@ -221,9 +230,15 @@ class DeltaStore:
                 .save(self.path(table))
             )
             return
+        if window_ends is None:
+            window_ends = _window_end_range(panes)
+        bounded = [] if window_ends is None else [
+            f"t.window_end BETWEEN timestamp_millis({int(window_ends[0])}) "
+            f"AND timestamp_millis({int(window_ends[1])})"
+        ]
         match = " AND ".join(
             [f"t.`{k}` = s.`{k}`" for k in keys]
-            + ["t.window_start <=> s.window_start", "t.window_end <=> s.window_end"]
+            + ["t.window_start <=> s.window_start", "t.window_end <=> s.window_end", *bounded]
         )
         view = f"replay_panes_{uuid.uuid4().hex}"
         panes.createOrReplaceTempView(view)
@@ -235,3 +250,15 @@ class DeltaStore:
             ).collect()
         finally:
             self.spark.catalog.dropTempView(view)
+
+
+def _window_end_range(panes: Any) -> tuple[int, int] | None:
+    """The least and greatest ``window_end`` of ``panes`` (epoch ms); None when there is none or
+    when a pane has none (a global window's)."""
+    from pyspark.sql import functions as F
+
+    row = panes.agg(
+        F.min(F.unix_millis("window_end")).alias("lo"), F.max(F.unix_millis("window_end")).alias("hi"),
+        F.count(F.when(F.col("window_end").isNull(), 1)).alias("open"),
+    ).first()
+    return None if row["lo"] is None or row["open"] else (row["lo"], row["hi"])
