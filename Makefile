@@ -30,7 +30,8 @@ test-airflow: setup
 	$(PYTEST) -m scheduler -q
 
 # The same Airflow section with every Spark task a client of one warm Spark Connect server
-# (REPLAY_SPARK_MODE=connect): CI runs it after test-airflow (about 5 minutes here).
+# (REPLAY_SPARK_MODE=connect), on SQLite and the local disk: run on purpose (about 4 minutes here);
+# CI runs the same flows over Connect on PostgreSQL and the bucket (test-prod-ci).
 test-airflow-connect: setup
 	$(PYTEST) -q tests/airflow/test_scheduler_connect.py
 
@@ -47,8 +48,9 @@ test-connect-smoke: setup
 
 # The production topology without Docker: archives and Delta tables on a real S3 server (SeaweedFS,
 # built once into .cache), Airflow on PostgreSQL, replays on a Spark standalone cluster; services from
-# scripts/services. Too slow for CI's 45 minutes here (about 26 minutes alone, plus a first build of
-# SeaweedFS, ~4.5 minutes): run it on purpose. CI runs the half below.
+# scripts/services. Too slow for CI's 45 minutes here (about 23 minutes alone, plus a first build of
+# SeaweedFS, ~4.5 minutes): run it on purpose. CI runs all of it but the spark-submit flavour of the
+# Airflow flows (test-prod-ci, below).
 test-prod: setup
 	.venv/bin/python -m spark_jobs.execution.spark_session --fetch-s3a-jars >/dev/null
 	$(PYTEST) -m prod -q
