@@ -167,7 +167,6 @@ def server_command(host: str, port: int,
     every replay driver's settings (``session_conf``), then ``conf`` (which wins): e.g.
     ``spark.cores.max`` on a standalone cluster that the server shares with other applications
     (left alone, a long-lived server holds every core of the cluster)."""
-    check_conf(conf)
     master = os.environ.get("SPARK_MASTER", "local[*]")
     settings: dict[str, object] = {BIND_ADDRESS_CONF: host, BIND_PORT_CONF: port}
     if master.startswith("local"):
@@ -190,6 +189,7 @@ def run_server_in_foreground(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     """Become the server (for a container or a service manager, which supervise and stop it):
     the same safety check and settings as ``start_server``, its log on this process's output."""
     check_safe(host, port)
+    check_conf(conf)
     command, env = server_command(host, port, conf)
     os.execvpe(command[0], command, env)
 
