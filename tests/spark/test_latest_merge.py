@@ -39,7 +39,12 @@ def latest(spark, store) -> list[tuple]:
     rows = (spark.read.format("delta").load(store.path("window_latest"))
             .selectExpr("page", "unix_millis(window_start) AS start", "pane_index", "batch_id", "clicks")
             .collect())
-    return sorted((tuple(r) for r in rows), key=lambda r: (r[0], r[1] is not None, r[1] or 0, r[2:]))
+    return ordered(tuple(r) for r in rows)
+
+
+def ordered(rows) -> list[tuple]:
+    """Rows of ``latest`` sorted: by page, the global window first, then by window start."""
+    return sorted(rows, key=lambda r: (r[0], r[1] is not None, r[1] or 0, r[2:]))
 
 
 def store_at(spark, tmp_path) -> DeltaStore:
@@ -51,13 +56,17 @@ def store_at(spark, tmp_path) -> DeltaStore:
     return DeltaStore(spark, config)
 
 
-def test_the_newest_pane_per_window_with_and_without_the_range(spark, tmp_path):
-    store = store_at(spark, tmp_path)
-    # History: minutes 0-29 of two pages, and a global window's pane, in several commits (files).
+def with_history(spark, store: DeltaStore) -> DeltaStore:
+    """Minutes 0-29 of two pages, and a global window's pane, in several commits (files)."""
     for first in range(0, 30, 10):
         store.merge_latest_panes(panes(spark, [(p, m, 0, 0, 1) for p in ("a", "b")
                                                for m in range(first, first + 10)]), ["page"], 0)
     store.merge_latest_panes(panes(spark, [("a", None, 0, 0, 7)]), ["page"], 0)
+    return store
+
+
+def test_the_newest_pane_per_window_with_and_without_the_range(spark, tmp_path):
+    store = with_history(spark, store_at(spark, tmp_path))
     before = latest(spark, store)
     # A pass: later panes of minutes 28-29 (updates), minutes 30-31 (new), an older pane of
     # minute 29 of page b (kept out: not newer), and the global window's next pane.
@@ -67,14 +76,10 @@ def test_the_newest_pane_per_window_with_and_without_the_range(spark, tmp_path):
     kept = [row for row in before if not (row[0] == "a" and row[1] in (ms(28), ms(29), None))]
     expected = kept + [("a", ms(28), 1, 1, 2), ("a", ms(29), 1, 1, 3), ("a", ms(30), 0, 1, 4),
                        ("b", ms(31), 0, 1, 5), ("a", None, 1, 1, 8)]
-    assert latest(spark, store) == sorted(expected, key=lambda r: (r[0], r[1] is not None, r[1] or 0, r[2:]))
+    assert latest(spark, store) == ordered(expected)
 
     # The same pass given its range (as a pass knows it): the same table.
-    other = store_at(spark, tmp_path / "given")
-    for first in range(0, 30, 10):
-        other.merge_latest_panes(panes(spark, [(p, m, 0, 0, 1) for p in ("a", "b")
-                                               for m in range(first, first + 10)]), ["page"], 0)
-    other.merge_latest_panes(panes(spark, [("a", None, 0, 0, 7)]), ["page"], 0)
+    other = with_history(spark, store_at(spark, tmp_path / "given"))
     ends = (ms(29), ms(32))
     other.merge_latest_panes(panes(spark, [r for r in new if r[1] is not None]), ["page"], 1, ends)
     other.merge_latest_panes(panes(spark, [("a", None, 1, 1, 8)]), ["page"], 1)
