@@ -105,7 +105,11 @@ def collect_in_replay_order(frame: DataFrame, *columns: str) -> pa.Table:
     Sorted on the driver: an argsort of the collected column takes milliseconds, where Spark's
     ``orderBy`` adds a sampling job and a shuffle.
     """
-    table = frame.select(*columns).toArrow()
+    return in_replay_order(frame.select(*columns).toArrow())
+
+
+def in_replay_order(table: pa.Table) -> pa.Table:
+    """``table``'s rows in ``_seq`` order."""
     return table.take(np.argsort(table.column("_seq").to_numpy(), kind="stable"))
 
 

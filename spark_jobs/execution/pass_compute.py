@@ -22,12 +22,12 @@ from .arrow_frames import arrow_frame
 from .ordering import collect_in_replay_order, timeline_columns
 from .passes import ComputedPass, PendingBatch, ReadAhead
 from .spark_batch import (
-    STATE_COLUMNS,
     make_cogroup_function,
     output_ddl,
     output_schema,
     run_keys_on_driver,
     sql_type,
+    state_schema,
 )
 from .state.delta import DeltaStore
 
@@ -225,9 +225,7 @@ class PassComputer:
 
     def staged_range(self, seq_start: int, seq_end: int) -> Any:
         """``staging``'s rows of records ``seq_start`` to ``seq_end`` (exclusive)."""
-        from pyspark.sql import functions as F
-
-        return self.store.read("staging").where((F.col("_seq") >= seq_start) & (F.col("_seq") < seq_end))
+        return self.store.staged_range(seq_start, seq_end)
 
     def driver_records(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """A small pass's staged records (Arrow, in ``_seq`` order) for its keys to run on the
@@ -241,20 +239,19 @@ class PassComputer:
         covered = ahead is not None and ahead.start <= seq_start and seq_end <= ahead.end
         if not covered or ahead.columns != columns:
             end = max(seq_end, min(seq_start + READ_AHEAD_RECORDS, self.pending_end))
-            rows = collect_in_replay_order(self.staged_range(seq_start, end), *columns)
+            rows = self.store.staged_rows(columns, seq_start, end)
             ahead = self.read_ahead = ReadAhead(seq_start, end, columns, rows)
         lo, hi = np.searchsorted(ahead.rows.column("_seq").to_numpy(), [seq_start, seq_end])
         return ahead.rows.slice(lo, hi - lo)
 
     def read_state(self, last: dict[str, Any] | None) -> Any:
-        """The window state (a DataFrame) the run's first pass starts from: the snapshot the last
+        """The window state (Arrow) the run's first pass starts from: the snapshot the last
         committed batch (``last``, its log row) recorded; none before any."""
+        schema = state_schema(self.config)
         version = (last or {}).get("table_versions", {}).get("operator_state") if last else None
         if version is None:
-            columns = [*[(k, "string") for k in self.config.key], *STATE_COLUMNS]
-            ddl = ", ".join(f"`{n}` {sql_type(t)}" for n, t in columns)
-            return self.spark.createDataFrame([], ddl)
-        return self.store.read_state(last).drop("batch_id")
+            return schema.empty_table()
+        return self.store.read_state_rows(last, schema)
 
     def staging_schema(self, columns: list[str]) -> Any:
         """``columns`` as staged (the schema of a pass with no records): from ``staging`` when it

@@ -120,7 +120,7 @@ class Replay:
         # and window state, known once N is computed. Its tables are then written while N's log
         # rows commit; commits stay in order, one at a time.
         watermark = WatermarkState.from_json(last["watermark_state"] if last else None)
-        state = self.computer.read_state(last).toArrow() if passes else None
+        state = self.computer.read_state(last) if passes else None
         previous = last  # the log row of the batch before the next pass (written, maybe not committed)
         writing: Future | None = None  # the write stage of the pass before
         logged: Future | None = ingest_commit  # the log stage of the pass before that one
@@ -160,19 +160,8 @@ class Replay:
                 (batch_base + number, seq_base + int(lo), seq_base + int(hi), int(at))
                 for number, (lo, hi, at) in enumerate(zip(starts, ends, running_clocks, strict=True))
             ]
-        if not self.store.exists("staging"):
-            return []
-        from pyspark.sql import functions as F
-
         done = last["batch_id"] if last else -1
-        rows = (
-            self.store.read("staging")
-            .where(F.col("_batch") > done)
-            .groupBy("_batch")
-            .agg(F.min("_seq").alias("lo"), F.max("_seq").alias("hi"), F.max(clock).alias("clock"))
-            .orderBy("_batch")
-            .collect()
-        )
+        rows = self.store.staged_batches(done, clock)
         batches = []
         for row in rows:
             running = clock_after(row["clock"], running)

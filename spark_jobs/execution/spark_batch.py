@@ -70,6 +70,13 @@ def arrow_type(kind: str) -> pa.DataType:
     return _ARROW_TYPES[kind]
 
 
+def state_schema(config: PipelineConfig) -> pa.Schema:
+    """The window state as the operator reads it and a pass writes it: key fields, then
+    ``STATE_COLUMNS``."""
+    return pa.schema([(key, pa.string()) for key in config.key]
+                     + [(name, arrow_type(kind)) for name, kind in STATE_COLUMNS])
+
+
 def output_schema(config: PipelineConfig) -> pa.Schema:
     return pa.schema([(name, arrow_type(kind)) for name, kind in output_columns(config)])
 

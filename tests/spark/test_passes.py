@@ -84,6 +84,7 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
 
     from spark_jobs.config import load_config
     from spark_jobs.execution import pass_compute, pass_write
+    from spark_jobs.execution.state.delta import DeltaStore
     from spark_jobs.interfaces.status import pipeline_status
     from spark_jobs.quality.tables import Snapshot
 
@@ -127,12 +128,19 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     # The resumed run ingests nothing: its small passes read their records ahead, and their
     # timelines with them, in one staging read.
     reads = []
-    real_collect = pass_compute.collect_in_replay_order  # every staging read of a pass goes through it
+    # A pass reads staging through one of these: its records ahead (with their timelines), or
+    # its timelines alone.
+    real_rows, real_collect = DeltaStore.staged_rows, pass_compute.collect_in_replay_order
+
+    def counted_rows(store, columns, *bounds):
+        reads.append(columns)
+        return real_rows(store, columns, *bounds)
 
     def counted_collect(frame, *columns):
         reads.append(columns)
         return real_collect(frame, *columns)
 
+    monkeypatch.setattr(DeltaStore, "staged_rows", counted_rows)
     monkeypatch.setattr(pass_compute, "collect_in_replay_order", counted_collect)
     resumed = cli("run", str(config_path), "--finalize")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -186,7 +194,6 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
     the ingest's first read collected beside the sort keys, not from ``staging``: the same rows
     (columns, types, order, values) as staging holds, and so the same tables."""
     from spark_jobs.execution import pass_compute
-    from spark_jobs.execution.ordering import collect_in_replay_order
 
     archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
     with open(archive / "part-001.jsonl", "a") as handle:
@@ -198,7 +205,8 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
     def compared(self, timeline, seq_start, seq_end):
         rows = real_ingested_records(self, timeline, seq_start, seq_end)
         if rows is not None:
-            staged = collect_in_replay_order(self.staged_range(seq_start, seq_end), *self.record_columns())
+            # (Over Spark Connect the client reads staging itself, with delta-rs: same types.)
+            staged = self.store.staged_rows(self.record_columns(), seq_start, seq_end)
             assert rows.schema.types == staged.schema.types
             assert rows.to_pydict() == staged.to_pydict()
             taken.append((seq_start, seq_end))

@@ -143,6 +143,41 @@ class DeltaRsReader:
         )[0]
         return row["n"], row["o"] or 0
 
+    def state_snapshot(self, last: dict[str, Any]) -> Any:
+        """``operator_state``'s snapshot as the committed row ``last`` left it (Arrow; as
+        ``DeltaStore.read_state``)."""
+        import pyarrow as pa
+        from deltalake import QueryBuilder
+
+        query = QueryBuilder().register(
+            "operator_state", self.table("operator_state", last["table_versions"].get("operator_state"))
+        )
+        sql = f"SELECT * FROM operator_state WHERE batch_id = {int(last['batch_id'])}"
+        return plain_types(pa.RecordBatchReader.from_stream(query.execute(sql)).read_all())
+
+    def staged_batches(self, after_batch: int, clock_column: str) -> list[dict[str, Any]]:
+        """Per staged batch after ``after_batch``: its first and last ``_seq`` and latest replay
+        clock (as ``DeltaStore.staged_batches``)."""
+        if not self.exists("staging"):
+            return []
+        clock = _quoted(clock_column)
+        return self.rows(
+            f"SELECT _batch, min(_seq) AS lo, max(_seq) AS hi, max({clock}) AS clock FROM staging "
+            f"WHERE _batch > {int(after_batch)} GROUP BY _batch ORDER BY _batch",
+            {"staging": None},
+        )
+
+    def staged_rows(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
+        """``columns`` of the staged records ``seq_start`` to ``seq_end`` (exclusive), as Arrow
+        in file order (as ``DeltaStore.staged_rows`` before its sort)."""
+        import pyarrow as pa
+        from deltalake import QueryBuilder
+
+        query = QueryBuilder().register("staging", self.table("staging"))
+        names = ", ".join(_quoted(column) for column in columns)
+        sql = f"SELECT {names} FROM staging WHERE _seq >= {int(seq_start)} AND _seq < {int(seq_end)}"
+        return plain_types(pa.RecordBatchReader.from_stream(query.execute(sql)).read_all())
+
     def staged_batch_clock(self, batch_id: int, clock_column: str) -> int | None:
         """The latest replay clock among the staged records of one batch; None when that batch is
         not staged (yet). File statistics on ``_batch`` keep this to the files holding it."""
@@ -153,3 +188,19 @@ class DeltaRsReader:
             {"staging": None},
         )[0]
         return row["clock"] if row["n"] else None
+
+
+def _quoted(column: str) -> str:
+    """A column name as DataFusion's SQL names it exactly (unquoted names are folded to lower case)."""
+    return '"{}"'.format(column.replace('"', '""'))
+
+
+def plain_types(table: Any) -> Any:
+    """``table`` with DataFusion's view and large string and binary types cast to the plain ones,
+    which is what Spark's ``toArrow`` gives for the same columns."""
+    import pyarrow as pa
+
+    plain = {pa.string_view(): pa.string(), pa.large_string(): pa.string(),
+             pa.binary_view(): pa.binary(), pa.large_binary(): pa.binary()}
+    fields = [field.with_type(plain.get(field.type, field.type)) for field in table.schema]
+    return table.cast(pa.schema(fields))
