@@ -150,7 +150,6 @@ class PassWriter:
             self.progress(f"[{config.name}] WARNING state leak: {leak}")
         # Different tables commit independently: overlap their Spark jobs and Delta commits.
         mark = time.time()
-        submitted = [self.pool.submit(write) for write in writes]
         maintains = compacts or cleans
         merge = None
         if merged:
@@ -165,7 +164,9 @@ class PassWriter:
             merge = traced("latest", "window_latest",
                            lambda: store.merge_latest_panes(latest, keys, tag, ends))
             if not maintains:
+                # First: the MERGE is the longest of the writes (several Spark jobs in turn).
                 merges.start(merge, final.batch_id)
+        submitted = [self.pool.submit(write) for write in writes]
         for future in submitted:
             future.result()
         if previous_commit is not None:

@@ -96,6 +96,12 @@ _LOCAL_DEFAULTS = {
     # quarter less than with two (operator_state is overwritten every pass).
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.databricks.delta.retentionDurationCheck.enabled": "true",
+    # The product's one MERGE (window_latest) takes its source from the pass's own panes and from
+    # window_results' rows of committed batches, which nothing changes while it runs, and keeps the
+    # newest pane per window by a unique pane_index: deterministic, so Delta's copy of it (a Spark
+    # job of its own) buys nothing. One-pass intervals over a warm Connect server: writes 3.1 ->
+    # 2.6 s (median of 8-10).
+    "spark.databricks.delta.merge.materializeSource": "none",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
 }
 
