@@ -100,10 +100,9 @@ class DeltaStore:
         return {table: version for table, version in zip(tables, found, strict=True) if version >= 0}
 
     def _versions_without_jvm(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
-        from .delta_rs import DeltaRsReader
-
-        if DeltaRsReader.reaches(self.config):
-            return DeltaRsReader(self.config).versions(tables)
+        reader = self.client_reader()
+        if reader is not None:
+            return reader.versions(tables)
         found = {}
         for table in tables:
             try:
@@ -137,29 +136,34 @@ class DeltaStore:
         version = last["table_versions"].get("operator_state")
         return self.read("operator_state", version).where(F.col("batch_id") == last["batch_id"])
 
+    def client_reader(self) -> Any:
+        """Over Spark Connect, a delta-rs reader of this pipeline's tables when the client reaches
+        them (on the local disk, which it shares with a server on this machine, or on S3): the
+        small reads a run needs, made by the client itself instead of a server job each. None
+        in-process (the JVM is here) or when the tables are elsewhere."""
+        if not is_connect(self.spark):
+            return None
+        from .delta_rs import DeltaRsReader
+
+        return DeltaRsReader(self.config) if DeltaRsReader.reaches(self.config) else None
+
     def read_state_rows(self, last: Any, schema: Any) -> Any:
         """``read_state``'s rows on this side, as Arrow of ``schema`` (its columns, batch_id left
-        out). Over Spark Connect the client reads the small snapshot itself with delta-rs when
-        it reaches the tables, as it does their versions: a server job less (0.8 s of a
-        one-pass interval), else Spark collects it."""
-        if is_connect(self.spark):
-            from .delta_rs import DeltaRsReader
-
-            if DeltaRsReader.reaches(self.config):
-                return DeltaRsReader(self.config).state_snapshot(last).select(schema.names).cast(schema)
+        out): by the ``client_reader`` when there is one (0.8 s of server jobs less in a one-pass
+        interval), else collected from Spark."""
+        reader = self.client_reader()
+        if reader is not None:
+            return reader.state_snapshot(last).select(schema.names).cast(schema)
         return self.read_state(last).select(*schema.names).toArrow().cast(schema)
 
     def staged_rows(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """``columns`` of the staged records ``seq_start`` to ``seq_end`` (exclusive), as Arrow in
-        ``_seq`` order. Over Spark Connect read by the client with delta-rs when it reaches the
-        tables (a server job less), else collected from Spark."""
+        ``_seq`` order: by the ``client_reader`` when there is one, else collected from Spark."""
         from ..ordering import collect_in_replay_order, in_replay_order
 
-        if is_connect(self.spark):
-            from .delta_rs import DeltaRsReader
-
-            if DeltaRsReader.reaches(self.config):
-                return in_replay_order(DeltaRsReader(self.config).staged_rows(columns, seq_start, seq_end))
+        reader = self.client_reader()
+        if reader is not None:
+            return in_replay_order(reader.staged_rows(columns, seq_start, seq_end))
         return collect_in_replay_order(self.staged_range(seq_start, seq_end), *columns)
 
     def staged_range(self, seq_start: int, seq_end: int) -> Any:
@@ -170,13 +174,11 @@ class DeltaStore:
 
     def staged_batches(self, after_batch: int, clock_column: str) -> list[dict[str, Any]]:
         """Per batch in ``staging`` after ``after_batch``, in order: ``_batch``, its first and
-        last ``_seq`` (``lo``, ``hi``) and its latest replay clock (``clock``). Over Spark Connect
-        read by the client with delta-rs when it reaches the tables (a server job less)."""
-        if is_connect(self.spark):
-            from .delta_rs import DeltaRsReader
-
-            if DeltaRsReader.reaches(self.config):
-                return DeltaRsReader(self.config).staged_batches(after_batch, clock_column)
+        last ``_seq`` (``lo``, ``hi``) and its latest replay clock (``clock``):
+        by the ``client_reader`` when there is one, else by a Spark job."""
+        reader = self.client_reader()
+        if reader is not None:
+            return reader.staged_batches(after_batch, clock_column)
         if not self.exists("staging"):
             return []
         from pyspark.sql import functions as F

@@ -1,13 +1,15 @@
 """A pipeline's tables read without a JVM: delta-rs (``deltalake``) and its DataFusion SQL.
 
 What answers in a second must not start Spark: ``replay status``, and whether an Airflow interval
-has anything to do (``execution.pending_work``). Both only read the commit log, the tables'
-versions and a few small aggregates, which delta-rs reads straight from the Delta log and the
-Parquet files. Reads go through ``QueryBuilder`` (DataFusion), which also reads the one table with
-deletion vectors (``window_latest``), and come back through the Arrow C stream
-(``RecordBatchReader.from_stream``: ``pyarrow.table()`` on the same stream imports pandas, 2 s).
-Tables on the local disk, and (``reaches``: for ``pending_work`` and a Spark Connect client's
-table versions) on ``s3a://`` object storage, read as ``s3://`` with
+has anything to do (``execution.pending_work``). And a Spark Connect client reads the small things
+a run needs itself rather than asking its server for a job each (``DeltaStore.client_reader``):
+the tables' versions and log, the window state, the staged batches still due and a small pass's
+records. delta-rs reads them straight from the Delta log and the Parquet files. Reads go through
+``QueryBuilder`` (DataFusion), which also reads the one table with deletion vectors
+(``window_latest``), and come back through the Arrow C stream (``RecordBatchReader.from_stream``:
+``pyarrow.table()`` on the same stream imports pandas, 2 s), with DataFusion's view string types
+cast to the plain ones Spark gives. Tables on the local disk, and (``reaches``: for
+``pending_work`` and a Spark Connect client) on ``s3a://`` object storage, read as ``s3://`` with
 ``object_store.storage_options`` (the S3A settings' environment); ``supports`` stays local-only
 for ``replay status`` and the commit log's reads, which use Spark there.
 
@@ -84,15 +86,20 @@ class DeltaRsReader:
             return None
         return int((latest.get("operationParameters") or {}).get("version", -1))
 
-    def rows(self, sql: str, tables: dict[str, int | None]) -> list[dict[str, Any]]:
-        """The rows of a SQL query over these tables (each at its version, or the latest)."""
+    def arrow(self, sql: str, tables: dict[str, int | None]) -> Any:
+        """The result of a SQL query over these tables (each at its version, or the latest), as
+        Arrow with Spark's plain string and binary types (``plain_types``)."""
         import pyarrow as pa
         from deltalake import QueryBuilder
 
         query = QueryBuilder()
         for table, version in tables.items():
             query.register(table, self.table(table, version))
-        return pa.RecordBatchReader.from_stream(query.execute(sql)).read_all().to_pylist()
+        return plain_types(pa.RecordBatchReader.from_stream(query.execute(sql)).read_all())
+
+    def rows(self, sql: str, tables: dict[str, int | None]) -> list[dict[str, Any]]:
+        """The rows of a SQL query over these tables (each at its version, or the latest)."""
+        return self.arrow(sql, tables).to_pylist()
 
     def committed_log(self) -> list[dict[str, Any]]:
         """``replay_log``'s rows by batch id, as ``recovery.committed_log`` returns them."""
@@ -146,14 +153,10 @@ class DeltaRsReader:
     def state_snapshot(self, last: dict[str, Any]) -> Any:
         """``operator_state``'s snapshot as the committed row ``last`` left it (Arrow; as
         ``DeltaStore.read_state``)."""
-        import pyarrow as pa
-        from deltalake import QueryBuilder
-
-        query = QueryBuilder().register(
-            "operator_state", self.table("operator_state", last["table_versions"].get("operator_state"))
+        return self.arrow(
+            f"SELECT * FROM operator_state WHERE batch_id = {int(last['batch_id'])}",
+            {"operator_state": last["table_versions"].get("operator_state")},
         )
-        sql = f"SELECT * FROM operator_state WHERE batch_id = {int(last['batch_id'])}"
-        return plain_types(pa.RecordBatchReader.from_stream(query.execute(sql)).read_all())
 
     def staged_batches(self, after_batch: int, clock_column: str) -> list[dict[str, Any]]:
         """Per staged batch after ``after_batch``: its first and last ``_seq`` and latest replay
@@ -170,13 +173,11 @@ class DeltaRsReader:
     def staged_rows(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """``columns`` of the staged records ``seq_start`` to ``seq_end`` (exclusive), as Arrow
         in file order (as ``DeltaStore.staged_rows`` before its sort)."""
-        import pyarrow as pa
-        from deltalake import QueryBuilder
-
-        query = QueryBuilder().register("staging", self.table("staging"))
         names = ", ".join(_quoted(column) for column in columns)
-        sql = f"SELECT {names} FROM staging WHERE _seq >= {int(seq_start)} AND _seq < {int(seq_end)}"
-        return plain_types(pa.RecordBatchReader.from_stream(query.execute(sql)).read_all())
+        return self.arrow(
+            f"SELECT {names} FROM staging WHERE _seq >= {int(seq_start)} AND _seq < {int(seq_end)}",
+            {"staging": None},
+        )
 
     def staged_batch_clock(self, batch_id: int, clock_column: str) -> int | None:
         """The latest replay clock among the staged records of one batch; None when that batch is
