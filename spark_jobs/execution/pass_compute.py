@@ -80,7 +80,7 @@ class PassComputer:
         first, final = batches[0], batches[-1]
         seq_start, seq_end = first.seq_start, final.seq_end
         ids = [batch.batch_id for batch in batches]
-        staged = self.staged_range(seq_start, seq_end) if seq_end > seq_start else None
+        staged = self.store.staged_range(seq_start, seq_end) if seq_end > seq_start else None
         inputs = config.input_watermarks()
         record_columns = self.record_columns()
         # The timeline's columns: from what this run ingested when it covers the pass, else from
@@ -222,10 +222,6 @@ class PassComputer:
                 column = column.cast(column.type.value_type)
             arrays.append(column)
         return pa.table(arrays, names=columns)
-
-    def staged_range(self, seq_start: int, seq_end: int) -> Any:
-        """``staging``'s rows of records ``seq_start`` to ``seq_end`` (exclusive)."""
-        return self.store.staged_range(seq_start, seq_end)
 
     def driver_records(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """A small pass's staged records (Arrow, in ``_seq`` order) for its keys to run on the
