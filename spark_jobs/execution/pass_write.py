@@ -12,9 +12,9 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from ..config import PipelineConfig
-from ..core.durations import MIN_TIMESTAMP
 from ..core.engine.joins import INTERVAL_LATE_REASON
 from ..core.engine.operator import LATE_REASON
+from ..core.windows.base import is_global_window
 from .arrow_frames import arrow_frame
 from .faults import crash_point
 from .latest_merges import LatestMerges
@@ -278,10 +278,8 @@ class PassWriter:
         from pyspark.sql import functions as F
 
         def bound(column: str):
-            return F.when(F.col(column) == MIN_TIMESTAMP, None).otherwise(
-                F.when(F.col("window_start_ms") == MIN_TIMESTAMP, None).otherwise(
-                    F.timestamp_millis(F.col(column))
-                )
+            return F.when(is_global_window(F.col("window_start_ms")), None).otherwise(
+                F.timestamp_millis(F.col(column))
             )
 
         return pane_rows.select(
@@ -334,14 +332,10 @@ class PassWriter:
 
 def pane_window_ends(panes: Any) -> tuple[int, int] | None:
     """The least and greatest window end (epoch ms) of a pass's panes (Arrow, as the operator
-    emits them); None without panes or with a global window's (``MIN_TIMESTAMP``: no bounds), as
-    ``results_frame`` reads them."""
-    import pyarrow.compute as pc
-
+    emits them); None without panes or with a global window's (no bounds)."""
     if panes is None or not panes.num_rows:
         return None
-    starts, ends = panes.column("window_start_ms"), panes.column("window_end_ms")
-    if pc.any(pc.or_(pc.equal(starts, MIN_TIMESTAMP), pc.equal(ends, MIN_TIMESTAMP))).as_py():
+    if is_global_window(panes.column("window_start_ms").to_numpy()).any():
         return None
-    bounds = pc.min_max(ends).as_py()
-    return bounds["min"], bounds["max"]
+    ends = panes.column("window_end_ms").to_numpy()
+    return int(ends.min()), int(ends.max())

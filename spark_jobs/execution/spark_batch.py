@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..config import PipelineConfig
-from ..core.durations import MIN_TIMESTAMP
 from ..core.engine.keyed import process_key_columns
 from ..core.engine.model import WindowStateRow
 from ..core.engine.operator import OperatorSpec
@@ -237,7 +236,3 @@ def _state_rows(state: pa.Table) -> list[WindowStateRow]:
         )
         for i in range(state.num_rows)
     ]
-
-
-def is_global(window_start_ms: int) -> bool:
-    return window_start_ms == MIN_TIMESTAMP

@@ -29,6 +29,12 @@ class TimeWindow(NamedTuple):
 GLOBAL_WINDOW = TimeWindow(MIN_TIMESTAMP, MAX_TIMESTAMP)
 
 
+def is_global_window(window_start_ms: Any) -> Any:
+    """Whether a window start (an int, a numpy array or a Spark column) is the global window's:
+    the one window without bounds, whose start and end the tables show as NULL."""
+    return window_start_ms == GLOBAL_WINDOW.start
+
+
 class WindowAssigner:
     """Assigns a record's timestamp to windows. Subclasses are frozen dataclasses (values)."""
 
