@@ -63,7 +63,7 @@ _QUIET_CDS = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
 # A run is a short batch process on few cores, where the JVM's own threads take cores from tasks:
 # the parallel collector has no concurrent threads (G1's do), and C2 compiles only code called
 # 100,000 times rather than 5,000 (the JIT compiled for ~25 s of a 22 s, 1M-event replay, mostly
-# code that is warm, not hot). Measured (docs/bench/history.md, "24 November, afternoon"): 1M
+# code that is warm, not hot). Measured (docs/bench/history.md, "JVM start and warm-up", 24 Nov pm): 1M
 # events 21.7 -> ~19 s, 10M 81.1 -> 74.7 s and 147 -> 130 CPU-seconds, one-batch passes no slower.
 JVM_OPTIONS = " ".join([
     "-XX:-DontCompileHugeMethods",
