@@ -18,7 +18,7 @@ pytestmark = pytest.mark.airflow
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILES = sorted(p.name for p in DAGS_FOLDER.glob("*.py"))
-BACKFILL_TASKS = {"check_interval", "choose_mode", "replay_local", "replay_submit"}
+BACKFILL_TASKS = {"check_interval", "replay_local", "replay_submit"}
 
 
 def load_dagbag():
@@ -73,8 +73,7 @@ def test_backfill_dags_schedule_and_tasks(dagbag, configs):
     for config in configs:
         dag = dagbag.dags[orch.dag_id(config)]
         assert {t.task_id for t in dag.tasks} == BACKFILL_TASKS
-        assert dag.get_task("check_interval").downstream_task_ids == {"choose_mode"}
-        assert dag.get_task("choose_mode").downstream_task_ids == {"replay_local", "replay_submit"}
+        assert dag.get_task("check_interval").downstream_task_ids == {"replay_local", "replay_submit"}
         assert type(dag.timetable) is type(orch.timetable(config))
         assert dag.catchup is True and dag.max_active_runs == 1
         assert dag.start_date == orch.start_date(config)
