@@ -36,11 +36,11 @@ test-airflow-connect: setup
 	$(PYTEST) -q tests/airflow/test_scheduler_connect.py
 
 # The Spark and data-quality tests again, every session a Spark Connect client of one server (`replay server start`)
-# that the run starts and stops; the same assertions, so the same tables as in-process.
-# About 27 minutes under load here: run on purpose. CI runs the smoke part (about 3 minutes).
+# that the run starts and stops; the same assertions, so the same tables as in-process. Two
+# workers, each with its own server (as `make test` runs two in-process): about 9 minutes here, in CI.
 CONNECT_TESTS ?= tests/spark tests/quality
 test-connect: setup
-	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow" -q $(CONNECT_TESTS) \
+	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow" -q -n 2 --dist loadfile $(CONNECT_TESTS) \
 		--ignore=tests/spark/test_connect_server.py --ignore=tests/spark/test_session_start.py
 
 test-connect-smoke: setup
