@@ -146,15 +146,15 @@ class Ingest:
         bound = None if any(c.max_rows is None for c, _ in parts) else sum(c.max_rows for c, _ in parts)
         limit = self.config.sort_on_driver_max_records
         # Counting the lines reads the archive once more: done only when its size leaves room for
-        # well over `limit` records (or says nothing: gzip). Within DRIVER_SLACK of it the first
-        # read collects the keys anyway, and the records past `limit` are then numbered on the
-        # cluster all the same.
-        if bound is None or bound > limit * DRIVER_SLACK:
+        # more than `collected` records (or says nothing: gzip). Up to that the first read collects
+        # the keys anyway, and the records past `limit` are then numbered on the cluster all the same.
+        collected = limit * DRIVER_SLACK
+        if bound is None or bound > collected:
             bound = sum(
                 line_count(self.spark, replace(self.config, source=source), files)
                 for source, files in zip(sources, new_per_input, strict=True)
             )
-        on_driver = bound <= limit * DRIVER_SLACK
+        on_driver = bound <= collected
         counted = None if on_driver else dict(records.groupBy("_file_index").count().collect())
         # One read: every accepted record's sort keys (driver numbering), and where the
         # quarantined lines are; the operator's columns too when this run's passes take their
