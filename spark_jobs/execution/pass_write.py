@@ -164,7 +164,7 @@ class PassWriter:
             merge = traced("latest", "window_latest",
                            lambda: store.merge_latest_panes(latest, keys, tag, ends))
             if not maintains:
-                # First: the MERGE is the longest of the writes (several Spark jobs in turn).
+                # First: the MERGE can be the longest of the writes (Spark's: several jobs in turn).
                 merges.start(merge, final.batch_id)
         submitted = [self.pool.submit(write) for write in writes]
         for future in submitted:

@@ -1,6 +1,7 @@
 """``window_latest``'s MERGE (``DeltaStore.merge_latest_panes``): the newest pane per key and window,
 with the target's ``window_end`` bounded to the panes' range so that Delta skips the files of older
-windows; a global window's panes (no window end) are merged without a range."""
+windows; a global window's panes (no window end) are merged without a range. Made by delta-rs on
+this side while the files it may rewrite are small, else by Spark: the same rows either way."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from spark_jobs.config import parse_config
 from spark_jobs.execution.pass_write import pane_window_ends
+from spark_jobs.execution.state import delta_rs_merge
 from spark_jobs.execution.state.delta import DeltaStore
 
 pytestmark = pytest.mark.spark
@@ -56,6 +58,23 @@ def store_at(spark, tmp_path) -> DeltaStore:
     return DeltaStore(spark, config)
 
 
+@pytest.fixture(params=["delta-rs", "spark"])
+def writer(request, monkeypatch) -> str:
+    """Which MERGE the store makes: delta-rs's (the small tables here), or Spark's (no file may be
+    rewritten on this side)."""
+    if request.param == "spark":
+        monkeypatch.setattr(delta_rs_merge, "CLIENT_MERGE_MAX_BYTES", -1)
+    return request.param
+
+
+def merges_made_by(spark, store) -> list[str]:
+    """Per MERGE commit of ``window_latest``, oldest first: "delta-rs" or "spark" (their metrics'
+    names differ: ``num_target_rows_updated`` against ``numTargetRowsUpdated``)."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('window_latest')}`").orderBy("version")
+    return ["delta-rs" if "num_target_rows_updated" in row["operationMetrics"] else "spark"
+            for row in history.collect() if row["operation"] == "MERGE"]
+
+
 def with_history(spark, store: DeltaStore) -> DeltaStore:
     """Minutes 0-29 of two pages, and a global window's pane, in several commits (files)."""
     for first in range(0, 30, 10):
@@ -65,7 +84,7 @@ def with_history(spark, store: DeltaStore) -> DeltaStore:
     return store
 
 
-def test_the_newest_pane_per_window_with_and_without_the_range(spark, tmp_path):
+def test_the_newest_pane_per_window_with_and_without_the_range(spark, tmp_path, writer):
     store = with_history(spark, store_at(spark, tmp_path))
     before = latest(spark, store)
     # A pass: later panes of minutes 28-29 (updates), minutes 30-31 (new), an older pane of
@@ -84,9 +103,10 @@ def test_the_newest_pane_per_window_with_and_without_the_range(spark, tmp_path):
     other.merge_latest_panes(panes(spark, [r for r in new if r[1] is not None]), ["page"], 1, ends)
     other.merge_latest_panes(panes(spark, [("a", None, 1, 1, 8)]), ["page"], 1)
     assert latest(spark, other) == latest(spark, store)
+    assert set(merges_made_by(spark, store)) == {writer}
 
 
-def test_the_range_bounds_the_match(spark, tmp_path):
+def test_the_range_bounds_the_match(spark, tmp_path, writer):
     """The range is part of the match: a (wrong) range that leaves a pane's window out makes it an
     insert beside the row it should have replaced, which is how the files outside it are skipped."""
     store = store_at(spark, tmp_path)
@@ -95,6 +115,34 @@ def test_the_range_bounds_the_match(spark, tmp_path):
     store.merge_latest_panes(panes(spark, [("a", 3, 1, 1, 2)]), ["page"], 1, too_late)
     minute_3 = [r for r in latest(spark, store) if r[1] == ms(3)]
     assert minute_3 == [("a", ms(3), 0, 0, 1), ("a", ms(3), 1, 1, 2)]
+
+
+def test_spark_takes_the_merges_that_would_rewrite_too_much(spark, tmp_path, monkeypatch):
+    """delta-rs rewrites the files holding a replaced row: past CLIENT_MERGE_MAX_BYTES of files
+    in the panes' range, Spark's MERGE (deletion vectors) takes over; files of older windows
+    do not count. Either way the change data feed shows each replaced row's before and after."""
+    store = with_history(spark, store_at(spark, tmp_path))  # 3 files of 10 minutes, the global pane
+    path = store.path("window_latest")
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    one_file = delta_rs_merge.candidate_bytes(table, (ms(25), ms(26)))
+    assert 0 < one_file < delta_rs_merge.candidate_bytes(table, (ms(5), ms(26)))
+    monkeypatch.setattr(delta_rs_merge, "CLIENT_MERGE_MAX_BYTES", one_file)
+    store.merge_latest_panes(panes(spark, [("a", 25, 1, 1, 2)]), ["page"], 1)  # one file: delta-rs
+    store.merge_latest_panes(panes(spark, [("a", 5, 1, 1, 3), ("a", 25, 2, 1, 4)]), ["page"], 1)  # two
+    assert merges_made_by(spark, store)[-2:] == ["delta-rs", "spark"]
+    rows = latest(spark, store)
+    assert ("a", ms(5), 1, 1, 3) in rows and ("a", ms(25), 2, 1, 4) in rows and len(rows) == 61
+    start = store.version("window_latest") - 1
+    changes = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", start)
+               .load(path).selectExpr("_commit_version - " + str(start), "_change_type", "pane_index",
+                                      "unix_millis(window_start)").collect())
+    assert sorted(tuple(r) for r in changes) == [
+        (0, "update_postimage", 1, ms(25)), (0, "update_preimage", 0, ms(25)),
+        (1, "update_postimage", 1, ms(5)), (1, "update_postimage", 2, ms(25)),
+        (1, "update_preimage", 0, ms(5)), (1, "update_preimage", 1, ms(25)),
+    ]
 
 
 def test_a_pass_knows_its_panes_window_ends():

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...config import PipelineConfig, local_path
 from ..object_store import delete_tree, require_reachable_without_jvm
 from ..spark_session import is_connect
+from .delta_rs_merge import epoch_ms
+from .delta_rs_merge import merge_latest as merge_on_client
 
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
 BATCH_TABLES = (
@@ -286,35 +289,63 @@ class DeltaStore:
                 .save(self.path(table))
             )
             return
+        rows = panes.toArrow()  # a pass's panes: small, and what delta-rs merges
         if window_ends is None:
-            window_ends = _window_end_range(panes)
-        bounded = [] if window_ends is None else [
-            f"t.window_end BETWEEN timestamp_millis({int(window_ends[0])}) "
-            f"AND timestamp_millis({int(window_ends[1])})"
-        ]
-        match = " AND ".join(
-            [f"t.`{k}` = s.`{k}`" for k in keys]
-            + ["t.window_start <=> s.window_start", "t.window_end <=> s.window_end", *bounded]
-        )
+            window_ends = _window_end_range(rows)
+        root = local_path(self.path(table))
+        if root is not None and merge_on_client(
+            root, rows, latest_match(keys, window_ends, _datafusion_millis), NEWER_PANE, window_ends
+        ):
+            return
         view = f"replay_panes_{uuid.uuid4().hex}"
         panes.createOrReplaceTempView(view)
         try:
             self.spark.sql(
-                f"MERGE INTO {self._sql_name(table)} t USING {view} s ON {match} "
-                "WHEN MATCHED AND (s.pane_index > t.pane_index OR s.batch_id > t.batch_id) "
-                "THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+                f"MERGE INTO {self._sql_name(table)} t USING {view} s "
+                f"ON {latest_match(keys, window_ends, _spark_millis)} "
+                f"WHEN MATCHED AND ({NEWER_PANE}) THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
             ).collect()
         finally:
             self.spark.catalog.dropTempView(view)
 
 
-def _window_end_range(panes: Any) -> tuple[int, int] | None:
-    """The least and greatest ``window_end`` of ``panes`` (epoch ms); None when there is none or
-    when a pane has none (a global window's)."""
-    from pyspark.sql import functions as F
+#: When a pane replaces the row of its key and window in ``window_latest`` (``t``: the row, ``s``:
+#: the pane): a later pane of the window, or the pane of a later batch (a reprocessed range).
+NEWER_PANE = "s.pane_index > t.pane_index OR s.batch_id > t.batch_id"
 
-    row = panes.agg(
-        F.min(F.unix_millis("window_end")).alias("lo"), F.max(F.unix_millis("window_end")).alias("hi"),
-        F.count(F.when(F.col("window_end").isNull(), 1)).alias("open"),
-    ).first()
-    return None if row["lo"] is None or row["open"] else (row["lo"], row["hi"])
+
+def latest_match(keys: list[str], window_ends: tuple[int, int] | None,
+                 millis: Callable[[int], str]) -> str:
+    """The MERGE condition matching a pane (``s``) to its ``window_latest`` row (``t``), in the SQL
+    both Spark and delta-rs (DataFusion) read: the same key, window start and end (NULL for the
+    global window), and, when ``window_ends`` is known, the row's window end within the panes'
+    range (``millis`` writes an epoch-ms timestamp literal), so that files of older windows are
+    skipped by their statistics."""
+    bounded = [] if window_ends is None else [
+        f"t.window_end BETWEEN {millis(int(window_ends[0]))} AND {millis(int(window_ends[1]))}"
+    ]
+    return " AND ".join(
+        [f"t.`{k}` = s.`{k}`" for k in keys]
+        + ["(t.window_start IS NOT DISTINCT FROM s.window_start)",
+           "(t.window_end IS NOT DISTINCT FROM s.window_end)", *bounded]
+    )
+
+
+def _spark_millis(ms: int) -> str:
+    return f"timestamp_millis({ms})"
+
+
+def _datafusion_millis(ms: int) -> str:
+    return f"""arrow_cast({ms * 1000}, 'Timestamp(Microsecond, Some("UTC"))')"""
+
+
+def _window_end_range(rows: Any) -> tuple[int, int] | None:
+    """The least and greatest ``window_end`` of ``rows`` (Arrow panes; epoch ms); None when there
+    is none or when a pane has none (a global window's)."""
+    import pyarrow.compute as pc
+
+    ends = rows.column("window_end")
+    if len(ends) == 0 or ends.null_count:
+        return None
+    bounds = pc.min_max(epoch_ms(ends))
+    return bounds["min"].as_py(), bounds["max"].as_py()
