@@ -37,7 +37,7 @@ READ_AHEAD_RECORDS = 200_000
 
 
 def late_source_columns(config: PipelineConfig) -> list[str]:
-    """The staged columns a late event is made of (see ``pass_write.PassWriter.late_frame``)."""
+    """The staged columns a late event is made of (see ``pass_write.PassWriter.late_rows``)."""
     return [
         "_seq", *config.key, "_event_time", "_ingest_time", "_partition", "_offset", "_id", "_file",
         "_line", "_raw", "_batch",

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from ..config import PipelineConfig
 from ..core.engine.joins import INTERVAL_LATE_REASON
 from ..core.engine.operator import LATE_REASON
@@ -80,11 +83,9 @@ class PassWriter:
         ids = [batch.batch_id for batch in batches]
         kinds = set(by_kind)
 
-        def frame(kind: str):
+        def rows_of(kind: str) -> Any:
             rows = by_kind.get(kind)
-            # One task, one file: a pass's output is small, and a write's tasks cost more than
-            # their rows.
-            return arrow_frame(self.spark, rows if rows is not None else out.slice(0, 0)).coalesce(1)
+            return rows if rows is not None else out.slice(0, 0)
 
         def traced(name: str, table: str, write: Callable[[], None]) -> Callable[[], None]:
             def run() -> None:
@@ -98,11 +99,11 @@ class PassWriter:
         tag = final.batch_id  # commits are tagged with the pass's last batch
         last_of_run = position[0] == position[1]
         writes: list[Callable[[], None]] = []
-        results = self.results_frame(frame("pane"))
+        result_rows = self.results_rows(rows_of("pane"))
         results_table = config.results_table
         if "pane" in kinds:
             writes.append(traced(
-                "results", results_table, lambda: store.append_batch(results, results_table, tag)
+                "results", results_table, lambda: store.append_rows(result_rows, results_table, tag)
             ))
         # window_latest is MERGEd every `latest_every` batches and at the end of each run, from
         # the panes of every batch since the previous MERGE, beside this pass's writes and the
@@ -114,17 +115,24 @@ class PassWriter:
             last_of_run or final.batch_id - latest_before >= config.latest_every
         )
         if "late" in kinds and config.late_output == "side_output":
-            source = staged
-            if computed.staged_rows is not None:  # the late records are on the driver already
-                rows = computed.staged_rows
-                wanted = pc.is_in(rows.column("_seq"), value_set=by_kind["late"].column("_seq"))
-                late_rows = rows.filter(wanted).select(late_source_columns(self.config))
-                source = arrow_frame(self.spark, late_rows).coalesce(1)  # one file, as frame()
-            late = self.late_frame(frame("late"), source)
-            writes.append(traced("late", "late_events", lambda: store.append_batch(late, "late_events", tag)))
-        new_state = frame("state").select(
-            *keys, *[name for name, _ in STATE_COLUMNS], F.col("_batch").alias("batch_id")
-        )
+            late = by_kind["late"]
+
+            def write_late() -> None:
+                if computed.staged_rows is not None:  # the late records are on the driver already
+                    rows = computed.staged_rows
+                    wanted = pc.is_in(rows.column("_seq"), value_set=late.column("_seq"))
+                    records = rows.filter(wanted).select(late_source_columns(config))
+                else:  # a big pass's: fetched from staging (one Spark job)
+                    records = (
+                        F.broadcast(arrow_frame(self.spark, late.select(["_seq"])))
+                        .join(staged.select(late_source_columns(config)), "_seq").toArrow()
+                    )
+                store.append_rows(self.late_rows(late, records), "late_events", tag)
+
+            writes.append(traced("late", "late_events", write_late))
+        new_state = rows_of("state").select(
+            [*keys, *[name for name, _ in STATE_COLUMNS], "_batch"]
+        ).rename_columns([*keys, *[name for name, _ in STATE_COLUMNS], "batch_id"])
         # A pass appends its state snapshot (one Spark job, against five for an overwrite, which
         # lists the files it replaces); in the passes that compact the tables, at the end of each
         # run and when no window is open (an empty append makes no commit) it overwrites, which
@@ -132,18 +140,21 @@ class PassWriter:
         # committed batch.
         compacts, cleans = maintenance_due(config, ids)
         replaces = compacts or last_of_run or "state" not in kinds
-        write_state = store.overwrite_batch if replaces else store.append_batch
+        write_state = store.overwrite_rows if replaces else store.append_rows
         writes.append(traced(
             "state", "operator_state", lambda: write_state(new_state, "operator_state", tag)
         ))
         if "side" in kinds:
-            sides = frame("side").select(
-                *keys, F.col("detail").alias("tag"), F.col("contents").alias("payload"), "watermark",
-                "replay_clock", "emit_seq", F.col("emit_step").cast("int").alias("emit_step"),
-                F.col("_batch").alias("batch_id"),
-            )
+            side_rows = rows_of("side")
+            sides = pa.table({
+                **{key: side_rows.column(key) for key in keys},
+                "tag": side_rows.column("detail"), "payload": side_rows.column("contents"),
+                **{name: side_rows.column(name) for name in ("watermark", "replay_clock", "emit_seq")},
+                "emit_step": side_rows.column("emit_step").cast(pa.int32()),
+                "batch_id": side_rows.column("_batch"),
+            })
             writes.append(traced(
-                "side", "side_outputs", lambda: store.append_batch(sides, "side_outputs", tag)
+                "side", "side_outputs", lambda: store.append_rows(sides, "side_outputs", tag)
             ))
         leaks = by_kind["leak"].column("detail").to_pylist() if "leak" in kinds else []
         for leak in leaks:
@@ -153,16 +164,14 @@ class PassWriter:
         maintains = compacts or cleans
         merge = None
         if merged:
-            since = results
+            since = result_rows
             if latest_before < first.batch_id - 1 and store.exists("window_results"):
-                since = store.read("window_results").where(
+                earlier = store.read("window_results").where(
                     (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
-                ).unionByName(results)
-            latest = self.latest_frame(since)
-            # The panes' window ends, when they are all this pass's (on the driver already).
-            ends = pane_window_ends(by_kind.get("pane")) if since is results else None
-            merge = traced("latest", "window_latest",
-                           lambda: store.merge_latest_panes(latest, keys, tag, ends))
+                ).toArrow()
+                since = pa.concat_tables([earlier.select(since.schema.names).cast(since.schema), since])
+            latest = newest_panes(since, self.config.key)
+            merge = traced("latest", "window_latest", lambda: store.merge_latest_panes(latest, keys, tag))
             if not maintains:
                 # First: the MERGE can be the longest of the writes (Spark's: several jobs in turn).
                 merges.start(merge, final.batch_id)
@@ -274,46 +283,51 @@ class PassWriter:
             f"{run.records} records, {run.seconds:.2f}s, {rate:,.0f} events/s"
         )
 
-    def results_frame(self, pane_rows: Any) -> Any:
-        from pyspark.sql import functions as F
+    def results_rows(self, pane_rows: Any) -> Any:
+        """``window_results``' rows (Arrow) of a pass's panes as the operator emits them: window
+        bounds as timestamps (NULL for the global window), aggregates under their names."""
+        import pyarrow.compute as pc
 
-        def bound(column: str):
-            return F.when(is_global_window(F.col("window_start_ms")), None).otherwise(
-                F.timestamp_millis(F.col(column))
-            )
+        is_global = is_global_window(pane_rows.column("window_start_ms").to_numpy())
 
-        return pane_rows.select(
-            *self.config.key,
-            bound("window_start_ms").alias("window_start"),
-            bound("window_end_ms").alias("window_end"),
-            F.col("pane_index").cast("int").alias("pane_index"),
-            "timing",
-            "watermark",
-            "replay_clock",
-            "fire_time",
-            *[F.col(f"agg_{name}").alias(name) for name, _ in self.config.outputs()],
-            F.col("_batch").alias("batch_id"),
-            "emit_seq",
-            F.col("emit_step").cast("int").alias("emit_step"),
-        )
+        def bound(column: str) -> Any:
+            ms = pc.if_else(pa.array(is_global, pa.bool_()), pa.scalar(None, pa.int64()),
+                            pane_rows.column(column).cast(pa.int64()))
+            return ms.cast(pa.timestamp("ms", "UTC")).cast(pa.timestamp("us", "UTC"))
 
-    def late_frame(self, late: Any, staged: Any) -> Any:
-        """The late events: the operator's late rows joined to their staged records (``staged``
-        holds at least ``late_source_columns``)."""
-        from pyspark.sql import functions as F
+        columns = {
+            **{key: pane_rows.column(key) for key in self.config.key},
+            "window_start": bound("window_start_ms"),
+            "window_end": bound("window_end_ms"),
+            "pane_index": pane_rows.column("pane_index").cast(pa.int32()),
+            **{name: pane_rows.column(name) for name in ("timing", "watermark", "replay_clock", "fire_time")},
+            **{name: pane_rows.column(f"agg_{name}") for name, _ in self.config.outputs()},
+            "batch_id": pane_rows.column("_batch"),
+            "emit_seq": pane_rows.column("emit_seq"),
+            "emit_step": pane_rows.column("emit_step").cast(pa.int32()),
+        }
+        return pa.table(columns)
 
-        return (
-            F.broadcast(late.select(F.col("_seq"), F.col("watermark")))
-            .join(staged.select(late_source_columns(self.config)), "_seq")
-            .select(
-                "_seq", *self.config.key, F.col("_event_time").alias("event_time"),
-                F.col("_ingest_time").alias("ingest_time"), F.col("_partition").alias("partition"),
-                F.col("_offset").alias("offset"), F.col("_id").alias("record_id"),
-                F.col("_file").alias("source_file"), F.col("_line").alias("line"),
-                F.col("_raw").alias("raw"), "watermark",
-                F.lit(self.late_reason()).alias("reason"), F.col("_batch").alias("batch_id"),
-            )
-        )
+    def late_rows(self, late: Any, records: Any) -> Any:
+        """The late events (Arrow): the operator's late rows (``_seq``, ``watermark``) with their
+        staged records' columns (``records``: ``late_source_columns``, any order)."""
+        import pyarrow.compute as pc
+
+        at = pc.index_in(late.column("_seq"), value_set=records.column("_seq"))
+        if at.null_count:  # every late record was staged: a pass without it must not commit
+            raise RuntimeError(f"{at.null_count} late records are missing from staging")
+        staged = records.take(at)
+        return pa.table({
+            "_seq": late.column("_seq"),
+            **{key: staged.column(key) for key in self.config.key},
+            **{name: staged.column(f"_{name}")
+               for name in ("event_time", "ingest_time", "partition", "offset")},
+            "record_id": staged.column("_id"), "source_file": staged.column("_file"),
+            "line": staged.column("_line"), "raw": staged.column("_raw"),
+            "watermark": late.column("watermark"),
+            "reason": pa.array([self.late_reason()] * late.num_rows, pa.string()),
+            "batch_id": staged.column("_batch"),
+        })
 
     def late_reason(self) -> str:
         join = self.config.join
@@ -321,21 +335,14 @@ class PassWriter:
             return INTERVAL_LATE_REASON
         return LATE_REASON
 
-    def latest_frame(self, results: Any) -> Any:
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
 
-        keys = [*self.config.key, "window_start", "window_end"]
-        newest = Window.partitionBy(*keys).orderBy(F.col("pane_index").desc())
-        return results.withColumn("_rank", F.row_number().over(newest)).where("_rank = 1").drop("_rank")
-
-
-def pane_window_ends(panes: Any) -> tuple[int, int] | None:
-    """The least and greatest window end (epoch ms) of a pass's panes (Arrow, as the operator
-    emits them); None without panes or with a global window's (no bounds)."""
-    if panes is None or not panes.num_rows:
-        return None
-    if is_global_window(panes.column("window_start_ms").to_numpy()).any():
-        return None
-    ends = panes.column("window_end_ms").to_numpy()
-    return int(ends.min()), int(ends.max())
+def newest_panes(results: Any, key: list[str]) -> Any:
+    """Of ``window_results``' rows (Arrow), the newest pane (highest ``pane_index``) of each key and
+    window: what ``window_latest`` holds of them."""
+    ordered = results.sort_by([("pane_index", "descending")])
+    ordered = ordered.append_column("_row", pa.array(np.arange(ordered.num_rows, dtype=np.int64)))
+    # Without threads the groups keep the rows' order: "first" is the highest pane.
+    newest = ordered.group_by([*key, "window_start", "window_end"], use_threads=False).aggregate(
+        [("_row", "first")]
+    )
+    return ordered.take(newest.column("_row_first")).drop_columns(["_row"])

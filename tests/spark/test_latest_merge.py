@@ -10,8 +10,8 @@ import datetime as dt
 import pytest
 
 from spark_jobs.config import parse_config
-from spark_jobs.execution.pass_write import pane_window_ends
-from spark_jobs.execution.state import delta_rs_merge
+from spark_jobs.execution.pass_write import newest_panes
+from spark_jobs.execution.state import delta_rs_writes
 from spark_jobs.execution.state.delta import DeltaStore
 
 pytestmark = pytest.mark.spark
@@ -26,10 +26,11 @@ def minute(n: int | None) -> dt.datetime | None:
 
 
 def panes(spark, rows):
-    """(page, window's minute or None for the global window, pane index, batch, clicks)."""
+    """(page, window's minute or None for the global window, pane index, batch, clicks), as the
+    Arrow rows a pass merges."""
     return spark.createDataFrame(
         [(page, minute(m), minute(None if m is None else m + 1), pane, batch, clicks)
-         for page, m, pane, batch, clicks in rows], SCHEMA)
+         for page, m, pane, batch, clicks in rows], SCHEMA).toArrow()
 
 
 def ms(n: int | None) -> int | None:
@@ -63,7 +64,7 @@ def writer(request, monkeypatch) -> str:
     """Which MERGE the store makes: delta-rs's (the small tables here), or Spark's (no file may be
     rewritten on this side)."""
     if request.param == "spark":
-        monkeypatch.setattr(delta_rs_merge, "CLIENT_MERGE_MAX_BYTES", -1)
+        monkeypatch.setattr(delta_rs_writes, "CLIENT_MERGE_MAX_BYTES", -1)
     return request.param
 
 
@@ -91,7 +92,7 @@ def test_the_newest_pane_per_window_with_and_without_the_range(spark, tmp_path, 
     # minute 29 of page b (kept out: not newer), and the global window's next pane.
     new = [("a", 28, 1, 1, 2), ("a", 29, 1, 1, 3), ("b", 29, 0, 0, 9), ("a", 30, 0, 1, 4),
            ("b", 31, 0, 1, 5), ("a", None, 1, 1, 8)]
-    store.merge_latest_panes(panes(spark, new), ["page"], 1)  # the range found by an aggregate
+    store.merge_latest_panes(panes(spark, new), ["page"], 1)  # the range found from the panes
     kept = [row for row in before if not (row[0] == "a" and row[1] in (ms(28), ms(29), None))]
     expected = kept + [("a", ms(28), 1, 1, 2), ("a", ms(29), 1, 1, 3), ("a", ms(30), 0, 1, 4),
                        ("b", ms(31), 0, 1, 5), ("a", None, 1, 1, 8)]
@@ -126,9 +127,9 @@ def test_spark_takes_the_merges_that_would_rewrite_too_much(spark, tmp_path, mon
     from deltalake import DeltaTable
 
     table = DeltaTable(path)
-    one_file = delta_rs_merge.candidate_bytes(table, (ms(25), ms(26)))
-    assert 0 < one_file < delta_rs_merge.candidate_bytes(table, (ms(5), ms(26)))
-    monkeypatch.setattr(delta_rs_merge, "CLIENT_MERGE_MAX_BYTES", one_file)
+    one_file = delta_rs_writes.candidate_bytes(table, (ms(25), ms(26)))
+    assert 0 < one_file < delta_rs_writes.candidate_bytes(table, (ms(5), ms(26)))
+    monkeypatch.setattr(delta_rs_writes, "CLIENT_MERGE_MAX_BYTES", one_file)
     store.merge_latest_panes(panes(spark, [("a", 25, 1, 1, 2)]), ["page"], 1)  # one file: delta-rs
     store.merge_latest_panes(panes(spark, [("a", 5, 1, 1, 3), ("a", 25, 2, 1, 4)]), ["page"], 1)  # two
     assert merges_made_by(spark, store)[-2:] == ["delta-rs", "spark"]
@@ -145,13 +146,9 @@ def test_spark_takes_the_merges_that_would_rewrite_too_much(spark, tmp_path, mon
     ]
 
 
-def test_a_pass_knows_its_panes_window_ends():
-    import pyarrow as pa
-
-    from spark_jobs.core.durations import MIN_TIMESTAMP
-
-    rows = pa.table({"window_start_ms": [0, 60_000, 120_000], "window_end_ms": [60_000, 120_000, 180_000]})
-    assert pane_window_ends(rows) == (60_000, 180_000)
-    assert pane_window_ends(rows.slice(0, 0)) is None and pane_window_ends(None) is None
-    global_pane = pa.table({"window_start_ms": [MIN_TIMESTAMP], "window_end_ms": [2**62]})
-    assert pane_window_ends(pa.concat_tables([rows, global_pane])) is None
+def test_the_newest_pane_of_each_key_and_window(spark):
+    rows = panes(spark, [("a", 1, 0, 0, 1), ("a", 1, 2, 1, 3), ("a", 1, 1, 0, 2), ("b", 1, 0, 0, 4),
+                         ("a", None, 0, 0, 5), ("a", None, 1, 1, 6), ("a", 2, 0, 1, 7)])
+    newest = newest_panes(rows, ["page"]).select(["page", "pane_index", "clicks"]).to_pylist()
+    assert sorted((r["page"], r["pane_index"], r["clicks"]) for r in newest) == [
+        ("a", 0, 7), ("a", 1, 6), ("a", 2, 3), ("b", 0, 4)]

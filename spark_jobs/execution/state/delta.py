@@ -1,7 +1,8 @@
 """The Delta-backed store of one pipeline: every table it writes, named by table verbs.
 
-The only module that talks to Delta directly. Exactly-once rests on the ``replay_log``: a batch
-is committed when its log row is written, and that row records every output table's version.
+The only module that writes Delta tables (a pass's small writes through ``delta_rs_writes``).
+Exactly-once rests on the ``replay_log``: a batch is committed when its log row is written, and
+that row records every output table's version.
 A batch interrupted before its log row is rolled back with Delta ``RESTORE`` to the versions of
 the last committed batch (see ``spark_jobs.execution.recovery``), then simply run again. (Delta's
 ``txnAppId``/``txnVersion`` writes were measured at 0.8-2.4 s per commit here, against 0.3 s
@@ -19,8 +20,9 @@ from typing import Any
 from ...config import PipelineConfig, local_path
 from ..object_store import delete_tree, require_reachable_without_jvm
 from ..spark_session import is_connect
-from .delta_rs_merge import epoch_ms
-from .delta_rs_merge import merge_latest as merge_on_client
+from .delta_rs_writes import epoch_ms
+from .delta_rs_writes import merge_latest as merge_on_client
+from .delta_rs_writes import write_rows as write_on_client
 
 #: Tables a micro-batch writes: rolled back together to the last committed batch's versions.
 BATCH_TABLES = (
@@ -117,6 +119,27 @@ class DeltaStore:
                 raise
             found[table] = int(rows[0]["version"])
         return found
+
+    def append_rows(self, rows: Any, table: str, batch_id: int) -> None:
+        """Append one pass's rows (Arrow, held on this side): by delta-rs when the table exists on
+        the local disk (``delta_rs_writes.write_rows``: a few hundredths of a second, against a
+        Spark job and its commit), else by Spark."""
+        self._write_rows(rows, table, batch_id, "append")
+
+    def overwrite_rows(self, rows: Any, table: str, batch_id: int) -> None:
+        """Replace a table's rows with ``rows`` (Arrow), as ``append_rows`` writes them."""
+        self._write_rows(rows, table, batch_id, "overwrite")
+
+    def _write_rows(self, rows: Any, table: str, batch_id: int, mode: str) -> None:
+        root = local_path(self.path(table))
+        if root is not None and self.exists(table):
+            write_on_client(root, rows, mode, f"batch={batch_id}")
+            return
+        from ..arrow_frames import arrow_frame
+
+        # One task, one file: a pass's output is small, and a write's tasks cost more than its rows.
+        frame = arrow_frame(self.spark, rows).coalesce(1)
+        (self.overwrite_batch if mode == "overwrite" else self.append_batch)(frame, table, batch_id)
 
     def append_batch(self, df, table: str, batch_id: int) -> None:
         """Append one batch's rows; the commit is tagged with the batch for ``history``."""
@@ -264,32 +287,37 @@ class DeltaStore:
             writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
         writer.save(self.path(table))
 
-    def merge_latest_panes(self, panes, keys: list[str], batch_id: int,
+    def merge_latest_panes(self, rows: Any, keys: list[str], batch_id: int,
                            window_ends: tuple[int, int] | None = None) -> None:
-        """Upsert each (key, window)'s newest pane into ``window_latest`` with Delta MERGE (its
-        SQL form, which a Spark Connect session runs as well as an in-process one).
+        """Upsert each (key, window)'s newest pane (``rows``: Arrow, one per key and window) into
+        ``window_latest``: by delta-rs on this side when it reaches the table and the files it
+        would rewrite are small (``delta_rs_writes``), else by Delta's MERGE (its SQL form, which
+        a Spark Connect session runs as well as an in-process one).
 
-        ``window_ends``: the least and greatest ``window_end`` of ``panes`` (epoch ms), when the
-        caller knows them (else one small aggregate finds them). A target row that matches a pane
-        has its window end, so the match also bounds the target's ``window_end`` to that range:
-        Delta then skips the files outside it by their statistics (the table holds every window
-        ever replayed, and without the range each MERGE read all of it: 1.14 -> 0.83 s of scan
-        for 1,000 panes into 1M rows here, growing with the history). Panes of a global window
-        (no window end) get no range."""
+        ``window_ends``: the least and greatest ``window_end`` of the panes (epoch ms; by default
+        from ``rows``). A target row that matches a pane has its window end, so the match also
+        bounds the target's ``window_end`` to that range: Delta then skips the files outside it
+        by their statistics (the table holds every window ever replayed, and without the range
+        each MERGE read all of it: 1.14 -> 0.83 s of scan for 1,000 panes into 1M rows here,
+        growing with the history). Panes of a global window (no window end) get no range."""
+        from ..arrow_frames import arrow_frame
+
         table = "window_latest"
+        panes = arrow_frame(self.spark, rows)
         if not self.exists(table):
             # A new table: every pane is an insert, which a plain write makes without MERGE's join
             # (the properties below are the table's from its first version on).
             (
-                self._writer(panes, "append")
+                self._writer(panes.coalesce(1), "append")
                 .option("delta.enableChangeDataFeed", "true")
-                # MERGE marks replaced rows in deletion vectors instead of rewriting files.
+                # Spark's MERGE marks replaced rows in deletion vectors instead of rewriting files.
                 .option("delta.enableDeletionVectors", "true")
                 .option("userMetadata", f"batch={batch_id}")
                 .save(self.path(table))
             )
             return
-        rows = panes.toArrow()  # a pass's panes: small, and what delta-rs merges
+        if not rows.num_rows:
+            return  # nothing to upsert
         if window_ends is None:
             window_ends = _window_end_range(rows)
         root = local_path(self.path(table))

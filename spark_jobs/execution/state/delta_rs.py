@@ -13,8 +13,7 @@ cast to the plain ones Spark gives. Tables on the local disk, and (``reaches``: 
 ``object_store.storage_options`` (the S3A settings' environment); ``supports`` stays local-only
 for ``replay status`` and the commit log's reads, which use Spark there.
 
-Never writes: every change to the tables stays with Spark, except ``window_latest``'s small
-MERGEs (``delta_rs_merge``), which delta-rs commits by the same Delta protocol.
+Never writes: a pass's writes made with delta-rs are ``delta_rs_writes``'.
 """
 
 from __future__ import annotations
