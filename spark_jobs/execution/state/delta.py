@@ -303,12 +303,11 @@ class DeltaStore:
         from ..arrow_frames import arrow_frame
 
         table = "window_latest"
-        panes = arrow_frame(self.spark, rows)
         if not self.exists(table):
             # A new table: every pane is an insert, which a plain write makes without MERGE's join
             # (the properties below are the table's from its first version on).
             (
-                self._writer(panes.coalesce(1), "append")
+                self._writer(arrow_frame(self.spark, rows).coalesce(1), "append")
                 .option("delta.enableChangeDataFeed", "true")
                 # Spark's MERGE marks replaced rows in deletion vectors instead of rewriting files.
                 .option("delta.enableDeletionVectors", "true")
@@ -326,7 +325,7 @@ class DeltaStore:
         ):
             return
         view = f"replay_panes_{uuid.uuid4().hex}"
-        panes.createOrReplaceTempView(view)
+        arrow_frame(self.spark, rows).createOrReplaceTempView(view)
         try:
             self.spark.sql(
                 f"MERGE INTO {self._sql_name(table)} t USING {view} s "

@@ -13,7 +13,7 @@ cast to the plain ones Spark gives. Tables on the local disk, and (``reaches``: 
 ``object_store.storage_options`` (the S3A settings' environment); ``supports`` stays local-only
 for ``replay status`` and the commit log's reads, which use Spark there.
 
-Never writes: a pass's writes made with delta-rs are ``delta_rs_writes``'.
+Never writes: the writes a pass makes with delta-rs are in ``delta_rs_writes``.
 """
 
 from __future__ import annotations

@@ -62,16 +62,13 @@ def merge_latest(path: str, rows: Any, condition: str, newer: str,
     ``condition`` matches a pane to its row (target ``t``, source ``s``), ``newer`` says when the
     pane replaces it, and an unmatched pane is inserted. False, with nothing written, when the
     files it may rewrite are over ``CLIENT_MERGE_MAX_BYTES`` (the caller then runs Spark's)."""
-    import pyarrow as pa
     from deltalake import DeltaTable
 
     table = DeltaTable(path)
     if candidate_bytes(table, window_ends) > CLIENT_MERGE_MAX_BYTES:
         return False
-    target = pa.schema(table.schema().to_arrow())
-    source = rows.select(target.names).cast(target)
     (
-        table.merge(source, predicate=condition, source_alias="s", target_alias="t")
+        table.merge(as_table_schema(rows, table), predicate=condition, source_alias="s", target_alias="t")
         .when_matched_update_all(predicate=newer)
         .when_not_matched_insert_all()
         .execute()
@@ -83,10 +80,17 @@ def write_rows(path: str, rows: Any, mode: str, user_metadata: str) -> None:
     """Append (``mode="append"``) or overwrite the existing Delta table at ``path`` with ``rows``
     (Arrow, cast to the table's schema), ``user_metadata`` in the commit's info as Spark's
     ``userMetadata`` option puts it."""
-    import pyarrow as pa
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
     table = DeltaTable(path)
-    target = pa.schema(table.schema().to_arrow())
-    write_deltalake(table, rows.select(target.names).cast(target), mode=mode,
+    write_deltalake(table, as_table_schema(rows, table), mode=mode,
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": user_metadata}))
+
+
+def as_table_schema(rows: Any, table: Any) -> Any:
+    """``rows`` (Arrow) as the Delta ``table``'s columns and types (its order; dictionary strings
+    decoded, timestamps in the table's unit and zone)."""
+    import pyarrow as pa
+
+    target = pa.schema(table.schema().to_arrow())
+    return rows.select(target.names).cast(target)
