@@ -291,10 +291,10 @@ replay clock is before the end of its data interval into the Delta tables under
 `{config.output_path}` (asset `{output_uri(config)}`), interval `{settings.interval}` from
 {settings.start.isoformat()} {ends}.
 
-`check_interval` first decides from metadata, without Spark, whether the interval has anything to
-do (a new archive file, a batch due, the end of input); when it has not, the run ends there in a
-second, with no asset event. Committed batches are skipped, so re-running an interval is a no-op.
-The replay tasks run in the one-slot pool `{pool_name(config)}` (create it with `replay pools`),
+The run's one task, `replay`, first decides from metadata, without Spark, whether the interval has
+anything to do (a new archive file, a batch due, the end of input); when it has not, it ends there
+in a second, skipped, with no asset event. Committed batches are skipped, so re-running an interval
+is a no-op. The task runs in the one-slot pool `{pool_name(config)}` (create it with `replay pools`),
 which every run of this pipeline shares, reprocessing included: runs queue, never overlap.
 
 Spark mode: Variable/env `{MODE_VARIABLE}` = `local` (default, in-process session) or `submit`
@@ -563,31 +563,48 @@ def submit_arguments(
     return args
 
 
-def submit_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
-    """A SparkSubmitOperator for ``spark_jobs/execution/jobs/replay_job.py``; jars resolved when it runs."""
+def replay_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
+    """A backfill interval as one task (each task costs a DAG run about a second of scheduling and
+    start): first, without Spark, whether the interval has anything to do (no: skipped, no asset
+    event, no Spark started); then the replay in ``REPLAY_SPARK_MODE``: in the task process
+    (``local``, ``connect``) or by spark-submit of ``spark_jobs/execution/jobs/replay_job.py`` with
+    the Delta jars (resolved when it runs) through connection ``spark_default``. A
+    SparkSubmitOperator, so that killing the task kills the submitted driver too."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    class ReplaySubmitOperator(SparkSubmitOperator):
-        """spark-submit of the replay job with the Delta jars and the run's ``finalize`` param."""
+    class ReplayIntervalOperator(SparkSubmitOperator):
+        """Check, then replay one data interval in-process or by spark-submit."""
 
-        def execute(self, context: Any) -> None:
+        def execute(self, context: Any) -> dict[str, Any]:
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            finalize = bool((context.get("params") or {}).get("finalize"))
+            start, end = context.get("data_interval_start"), context.get("data_interval_end")
+            if not interval_has_work(pipeline_path, finalize, start, end):
+                raise AirflowSkipException("nothing to ingest, repair or replay before the interval's end")
+            mode = spark_mode()
+            if mode != "submit":
+                result = replay_interval(pipeline_path, finalize=finalize, interval_start=start,
+                                         interval_end=end)
+                if not result["batches"]:  # the results did not change: no asset event, no quality run
+                    raise AirflowSkipException("no batch was due before the interval's end")
+                return {"mode": mode, **result}
             from ..execution.spark_session import driver_jars
 
             self.jars = ",".join(driver_jars())  # resolved here, never when the DAG is parsed
-            params = context.get("params") or {}
-            interval_end = context.get("data_interval_end")
             # (The config is read only when the param does not decide it.)
-            finalize = bool(params.get("finalize")) or ends_input(load_pipeline(pipeline_path), interval_end)
-            self.application_args = submit_arguments(pipeline_path, finalize, until=interval_end)
+            finalize = finalize or ends_input(load_pipeline(pipeline_path), end)
+            self.application_args = submit_arguments(pipeline_path, finalize, until=end)
             self.env_vars = {**submit_environment(), **(self.env_vars or {})}
             log.info("spark-submit %s %s (connection %s)", self.application,
                      " ".join(self.application_args), SPARK_CONN_ID)
             super().execute(context)
+            return {"mode": mode, "application_args": self.application_args}
 
     from ..execution.spark_session import JVM_OPTIONS
 
-    ReplaySubmitOperator.__module__ = __name__
-    return ReplaySubmitOperator(
+    ReplayIntervalOperator.__module__ = __name__
+    return ReplayIntervalOperator(
         task_id=task_id,
         application=str(REPLAY_JOB),
         conn_id=SPARK_CONN_ID,

@@ -199,11 +199,16 @@ def test_connect_mode_fails_clearly_when_the_connections_server_is_down(tmp_path
     assert orch.default_args()["retries"] >= 1
 
 
-def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
-    """The operator resolves the project's jars (Delta's and its own) and the finalize param when
-    it runs; the master comes from the spark_default connection."""
+def test_replay_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
+    """In submit mode the backfill's one task resolves the project's jars (Delta's and its own) and
+    the finalize param when it runs; the master comes from the spark_default connection. An
+    interval with nothing to do ends skipped before anything is submitted."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.sdk.exceptions import AirflowSkipException
+    from airflow_helpers import BASE_MS, write_events
 
+    monkeypatch.setenv("REPLAY_SPARK_MODE", "submit")
+    monkeypatch.delenv("AIRFLOW_VAR_REPLAY_SPARK_MODE", raising=False)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "spark://127.0.0.1", '
                        '"port": 7077}')
     jars = ["/jars/delta-spark.jar", "/jars/storage.jar", "/cache/replay.jar"]
@@ -215,21 +220,30 @@ def test_submit_operator_builds_the_spark_submit_command(tmp_path, monkeypatch):
         seen["env"] = hook._env
 
     monkeypatch.setattr(SparkSubmitHook, "submit", fake_submit)
-    operator = orch.submit_operator("replay_submit", "/p/clicks.yaml")
+    archive = tmp_path / "archive"
+    path = str(write_pipeline(tmp_path / "clicks.yaml", "clicks", archive, tmp_path / "out"))
     end = dt.datetime(2023, 11, 14, 23, tzinfo=dt.UTC)
-    operator.execute({"params": {"finalize": True}, "data_interval_end": end})
+    archive.mkdir()
+    with pytest.raises(AirflowSkipException, match="nothing to ingest"):  # an empty archive
+        orch.replay_operator("replay", path).execute({"params": {"finalize": False},
+                                                      "data_interval_end": end})
+    assert not seen and not (tmp_path / "out").exists()
+
+    write_events(archive / "part-000.jsonl", BASE_MS, 10)
+    finalizing = {"params": {"finalize": True}, "data_interval_end": end}
+    result = orch.replay_operator("replay", path).execute(finalizing)
     command = seen["command"]
     assert command[:3] == ["spark-submit", "--master", "spark://127.0.0.1:7077"]
     assert command[command.index("--jars") + 1] == "/jars/delta-spark.jar,/jars/storage.jar,/cache/replay.jar"
-    assert command[-5:] == [str(orch.REPLAY_JOB), "/p/clicks.yaml", "--until", "1700002800000", "--finalize"]
+    assert command[-5:] == [str(orch.REPLAY_JOB), path, "--until", "1700002800000", "--finalize"]
+    assert result == {"mode": "submit", "application_args": [path, "--until", "1700002800000", "--finalize"]}
     assert seen["env"]["REPLAY_BASE_DIR"] == orch.base_dir()
     assert seen["env"]["PATH"].startswith(str(Path(sys.executable).parent))
 
     # With object storage on, S3A's jars go to spark-submit too: the driver's JVM starts with them.
     monkeypatch.setenv("REPLAY_S3A_ENDPOINT", "http://127.0.0.1:8333")
     monkeypatch.setattr("spark_jobs.execution.spark_session.s3a_jars", lambda: ["/cache/s3a/hadoop-aws.jar"])
-    orch.submit_operator("replay_submit", "/p/clicks.yaml").execute({"params": {"finalize": True},
-                                                                    "data_interval_end": end})
+    orch.replay_operator("replay", path).execute(finalizing)
     submitted = seen["command"][seen["command"].index("--jars") + 1].split(",")
     assert submitted == [*jars, "/cache/s3a/hadoop-aws.jar"]
 

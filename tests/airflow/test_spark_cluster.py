@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from airflow_helpers import BASE_MS, load_dag, task_states, write_events, write_pipeline
+from airflow_helpers import BASE_MS, load_dag, task_states, write_events, write_pipeline, xcom
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.spark, pytest.mark.airflow]
 
@@ -82,5 +82,6 @@ def test_backfill_dag_in_submit_mode_on_the_cluster(spark, spark_cluster, archiv
         run = load_dag("replay__cluster_check").test(logical_date=end, run_conf=conf)  # interval before end
         states = task_states(run)
         assert str(run.state) == "success", states
-        assert states["replay_local"] == "skipped" and states["replay_submit"] == "success"
+        assert states["replay"] == "success"
+        assert xcom(run, "replay")["mode"] == "submit"
     assert tables(spark, tmp_path / "out") == local_tables

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.airflow
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 DAG_FILES = sorted(p.name for p in DAGS_FOLDER.glob("*.py"))
-BACKFILL_TASKS = {"check_interval", "replay_local", "replay_submit"}
+BACKFILL_TASKS = {"replay"}
 
 
 def load_dagbag():
@@ -72,8 +72,7 @@ def test_one_backfill_dag_per_config_file(dagbag, configs):
 def test_backfill_dags_schedule_and_tasks(dagbag, configs):
     for config in configs:
         dag = dagbag.dags[orch.dag_id(config)]
-        assert {t.task_id for t in dag.tasks} == BACKFILL_TASKS
-        assert dag.get_task("check_interval").downstream_task_ids == {"replay_local", "replay_submit"}
+        assert {t.task_id for t in dag.tasks} == BACKFILL_TASKS  # one task a run: check, then replay
         assert type(dag.timetable) is type(orch.timetable(config))
         assert dag.catchup is True and dag.max_active_runs == 1
         assert dag.start_date == orch.start_date(config)
@@ -81,12 +80,10 @@ def test_backfill_dags_schedule_and_tasks(dagbag, configs):
         assert dag.is_paused_upon_creation is True  # unpausing starts the catch-up: the user's call
         assert dag.params["finalize"] is False
         asset = orch.pipeline_asset(config)
-        for task_id in ("replay_local", "replay_submit"):
-            task = dag.get_task(task_id)
-            assert [o.uri for o in task.outlets] == [asset.uri]
-            assert task.pool == orch.pool_name(config) == f"replay__{config.name}"
-        assert dag.get_task("check_interval").pool == "default_pool"
-        submit = dag.get_task("replay_submit")
+        task = dag.get_task("replay")
+        assert [o.uri for o in task.outlets] == [asset.uri]
+        assert task.pool == orch.pool_name(config) == f"replay__{config.name}"
+        submit = task  # its spark-submit mode
         assert submit.application.endswith("spark_jobs/execution/jobs/replay_job.py")
         assert submit._conn_id == "spark_default"
 

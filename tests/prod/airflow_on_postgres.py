@@ -65,8 +65,8 @@ def postgres_world(store: dict, postgres: dict, home: Path, base: Path, prefix: 
                "prefix": f"lakehouse/{prefix}", "airflow": AirflowCli(run, home)}
 
 
-def the_readme_flows(world: dict[str, Any], replay_task: str, replayed: list[str], label: str) -> None:
-    """``dags unpause`` (the scheduler runs the demo's six intervals: ``replay_task``'s states are
+def the_readme_flows(world: dict[str, Any], replayed: list[str], label: str) -> None:
+    """``dags unpause`` (the scheduler runs the demo's six intervals: their ``replay`` task's states are
     ``replayed``), the tables equal to a local ``replay run --finalize`` row for row, the quality
     DAG on the asset events, ``backfill create`` of two intervals again, a reprocess with good and
     bad conf. Prints the time of each DAG run (docs/airflow.md)."""
@@ -75,7 +75,7 @@ def the_readme_flows(world: dict[str, Any], replay_task: str, replayed: list[str
     run("airflow", "dags", "unpause", DAG_ID)
     runs = airflow.wait(DAG_ID, INTERVALS, timeout=1200)
     assert len(runs) == INTERVALS and {r["state"] for r in runs} == {"success"}, runs
-    states = [airflow.task_states(DAG_ID, r["run_id"])[replay_task]["state"] for r in runs]
+    states = [airflow.task_states(DAG_ID, r["run_id"])["replay"]["state"] for r in runs]
     assert states == replayed, states
     print(f"scheduled runs, {label} (s):", [round(run_seconds(r)) for r in runs])
 
@@ -102,7 +102,7 @@ def the_readme_flows(world: dict[str, Any], replay_task: str, replayed: list[str
     backfilled = airflow.wait(DAG_ID, 2, timeout=900, since=created)
     assert len(backfilled) == 2 and {r["state"] for r in backfilled} == {"success"}, backfilled
     for dag_run in backfilled:
-        assert airflow.task_states(DAG_ID, dag_run["run_id"])[replay_task]["state"] == "skipped"
+        assert airflow.task_states(DAG_ID, dag_run["run_id"])["replay"]["state"] == "skipped"
     print(f"backfill runs, {label} (s):", [round(run_seconds(r)) for r in backfilled])
 
     # 4. A reprocess with good and bad conf: the bad one refused before anything is touched; the

@@ -29,5 +29,5 @@ def world(store, postgres, spark_cluster, tmp_path_factory):
 def test_scheduler_on_postgres_with_tables_on_the_bucket(world):
     # The first interval only ingests (no batch is due before its end): in-process that task skips
     # itself; a spark-submitted job cannot, so it succeeds. The second has nothing to do at all.
-    the_readme_flows(world, "replay_submit",
-                     ["success", "skipped", "success", "success", "success", "success"], "spark-submit")
+    the_readme_flows(world, ["success", "skipped", "success", "success", "success", "success"],
+                     "spark-submit")

@@ -30,8 +30,8 @@ def world(store, postgres, spark_cluster, tmp_path_factory):
 
 def test_scheduler_on_postgres_as_clients_of_a_server_on_the_cluster(world):
     # Over Connect the first interval's replay skips itself like an in-process one (it only ingests).
-    the_readme_flows(world, "replay_local",
-                     ["skipped", "skipped", "success", "success", "success", "success"], "Spark Connect")
+    the_readme_flows(world, ["skipped", "skipped", "success", "success", "success", "success"],
+                     "Spark Connect")
     logs = [p.read_text(errors="replace") for p in (world["home"] / "logs").rglob("*.log")]
     assert any("Spark Connect server of connection spark_connect_default" in text for text in logs), \
         "no task log names the server"

@@ -1,7 +1,7 @@
 """``spark-submit spark_jobs/execution/jobs/replay_job.py PIPELINE.yaml [--until T] [--finalize]
 [--batch-size N]``.
 
-The application the Airflow ``replay_submit`` task submits; it does exactly what
+The application the Airflow ``replay`` task submits (``REPLAY_SPARK_MODE=submit``); it does exactly what
 ``replay run PIPELINE.yaml`` does (same code path: ``operations.run_command``, the same summary and
 exit statuses), without importing the command line: the execution layer does not depend on
 ``interfaces``. Under ``spark-submit`` the master comes from ``--master`` of spark-submit (the
