@@ -107,6 +107,16 @@ def tables_s3(store, prefix: str) -> dict[str, list]:
     return found
 
 
+def writers(store, key: str) -> set[str]:
+    """Who made a table's commits on the bucket: ``delta-rs`` (a pass's writes from the driver or
+    client) or ``spark`` (the table's creation, the ingest's writes, recovery)."""
+    from deltalake import DeltaTable
+
+    history = DeltaTable(f"s3://{BUCKET}/{key}", storage_options=_options(store)).history()
+    return {"delta-rs" if str(h.get("clientVersion", "")).startswith("delta-rs") else "spark"
+            for h in history}
+
+
 def lease(store, prefix: str):
     return store["fs"].get_file_info(f"{BUCKET}/{prefix}/_replay.lock")
 
@@ -119,6 +129,8 @@ def test_replay_on_the_bucket_equals_a_local_replay(world):
     print(f"replay run --finalize: local {world['local_seconds']:.0f} s, on the bucket {seconds:.0f} s")
     got = tables_s3(world["store"], "lakehouse/clicks")
     assert set(got) == set(world["expected"]) and got == world["expected"]
+    # A pass's own writes are the driver's delta-rs commits on the bucket (conditional PUTs).
+    assert writers(world["store"], "lakehouse/clicks/window_results") == {"spark", "delta-rs"}
     assert lease(world["store"], "lakehouse/clicks").type.name == "NotFound"  # released
     status = world["run"]("replay", "status", str(config)).stdout
     assert "finalized" in status, status
@@ -223,6 +235,7 @@ def test_a_spark_connect_client_replays_on_the_bucket(world, connect_remote):
     assert " connect " in held and " session " in held, held  # the dead client's session is named
     run("replay", "run", str(config), "--finalize", "--quiet", extra=remote)
     assert tables_s3(store, "lakehouse/connect") == world["expected"]
+    assert "delta-rs" in writers(store, "lakehouse/connect/window_latest")  # the client's MERGEs
     assert lease(store, "lakehouse/connect").type.name == "NotFound"
 
     with store["fs"].open_output_stream(f"{BUCKET}/lakehouse/connect/_replay.lock") as out:

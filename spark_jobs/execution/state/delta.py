@@ -20,7 +20,7 @@ from typing import Any
 from ...config import PipelineConfig, local_path
 from ..object_store import delete_tree, require_reachable_without_jvm
 from ..spark_session import is_connect
-from .delta_rs_writes import epoch_ms
+from .delta_rs_writes import epoch_ms, location
 from .delta_rs_writes import merge_latest as merge_on_client
 from .delta_rs_writes import write_rows as write_on_client
 
@@ -121,9 +121,9 @@ class DeltaStore:
         return found
 
     def append_rows(self, rows: Any, table: str, batch_id: int) -> None:
-        """Append one pass's rows (Arrow, held on this side): by delta-rs when the table exists on
-        the local disk (``delta_rs_writes.write_rows``: a few hundredths of a second, against a
-        Spark job and its commit), else by Spark."""
+        """Append one pass's rows (Arrow, held on this side): by delta-rs when the table exists where
+        this process reaches it, the local disk or S3 (``delta_rs_writes.write_rows``: a few
+        hundredths of a second, against a Spark job and its commit), else by Spark."""
         self._write_rows(rows, table, batch_id, "append")
 
     def overwrite_rows(self, rows: Any, table: str, batch_id: int) -> None:
@@ -131,9 +131,8 @@ class DeltaStore:
         self._write_rows(rows, table, batch_id, "overwrite")
 
     def _write_rows(self, rows: Any, table: str, batch_id: int, mode: str) -> None:
-        root = local_path(self.path(table))
-        if root is not None and self.exists(table):
-            write_on_client(root, rows, mode, f"batch={batch_id}")
+        if location(self.path(table)) is not None and self.exists(table):
+            write_on_client(self.path(table), rows, mode, f"batch={batch_id}")
             return
         from ..arrow_frames import arrow_frame
 
@@ -319,9 +318,9 @@ class DeltaStore:
             return  # nothing to upsert
         if window_ends is None:
             window_ends = _window_end_range(rows)
-        root = local_path(self.path(table))
-        if root is not None and merge_on_client(
-            root, rows, latest_match(keys, window_ends, _datafusion_millis), NEWER_PANE, window_ends
+        match = latest_match(keys, window_ends, _datafusion_millis)
+        if location(self.path(table)) is not None and merge_on_client(
+            self.path(table), rows, match, NEWER_PANE, window_ends
         ):
             return
         view = f"replay_panes_{uuid.uuid4().hex}"

@@ -1,4 +1,5 @@
-"""A pass's writes made by this process with delta-rs, when it reaches the tables (the local disk).
+"""A pass's writes made by this process with delta-rs, when it reaches the tables (the local disk
+or S3).
 
 A pass's outputs are small and already on the driver (Arrow). Written by Spark, each is a Spark
 job and a Delta commit, and ``window_latest``'s MERGE about ten jobs in turn: over a Spark Connect
@@ -6,7 +7,12 @@ server a one-pass Airflow interval spent 2-3 s of its 3.3-4.3 s there (the MERGE
 overwrite at the run's end 2-3 s, beside the appends). delta-rs (``write_deltalake``,
 ``DeltaTable.merge``: DataFusion) commits the same rows by the same Delta protocol in a few
 hundredths of a second each; the interval took 1.2 s. Tables are created by Spark (their
-properties), which also writes wherever this process cannot reach.
+properties), which also writes wherever this process cannot reach (HDFS, ``gs://``, ...).
+
+On S3 delta-rs commits with a conditional PUT (``If-None-Match: *`` on the log entry), so a
+competing commit fails instead of overwriting; Spark's S3 log store is single-driver. Neither
+writes a pipeline's table while the other does: both run under the pipeline's lock, one step at a
+time.
 
 The MERGE gives the same rows, one commit and the same change data feed (``update_preimage`` /
 ``update_postimage`` / ``insert``). But delta-rs writes no deletion vectors: it rewrites each file
@@ -20,9 +26,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...config import local_path
+from ..object_store import delta_uri, is_s3, storage_options
+
 #: The most bytes of ``window_latest`` files a delta-rs MERGE may rewrite (the files whose
 #: ``window_end`` statistics overlap the panes' range).
 CLIENT_MERGE_MAX_BYTES = 16 << 20
+
+
+def location(path: str) -> tuple[str, dict[str, str] | None] | None:
+    """Where delta-rs finds the table at ``path`` (its URI and storage options), or None when this
+    process does not reach it without a JVM (Spark writes it then)."""
+    local = local_path(path)
+    if local is not None:
+        return local, None
+    if is_s3(path):
+        return delta_uri(path), storage_options(path)
+    return None
 
 
 def epoch_ms(timestamps: Any) -> Any:
@@ -58,13 +78,15 @@ def candidate_bytes(table: Any, window_ends: tuple[int, int] | None) -> int:
 
 def merge_latest(path: str, rows: Any, condition: str, newer: str,
                  window_ends: tuple[int, int] | None) -> bool:
-    """MERGE ``rows`` (Arrow panes, one per key and window) into the Delta table at ``path``:
+    """MERGE ``rows`` (Arrow panes, one per key and window) into the Delta table at ``path`` (one
+    ``location`` finds):
     ``condition`` matches a pane to its row (target ``t``, source ``s``), ``newer`` says when the
     pane replaces it, and an unmatched pane is inserted. False, with nothing written, when the
     files it may rewrite are over ``CLIENT_MERGE_MAX_BYTES`` (the caller then runs Spark's)."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(path)
+    uri, options = location(path)
+    table = DeltaTable(uri, storage_options=options)
     if candidate_bytes(table, window_ends) > CLIENT_MERGE_MAX_BYTES:
         return False
     (
@@ -77,12 +99,14 @@ def merge_latest(path: str, rows: Any, condition: str, newer: str,
 
 
 def write_rows(path: str, rows: Any, mode: str, user_metadata: str) -> None:
-    """Append (``mode="append"``) or overwrite the existing Delta table at ``path`` with ``rows``
+    """Append (``mode="append"``) or overwrite the existing Delta table at ``path`` (one
+    ``location`` finds) with ``rows``
     (Arrow, cast to the table's schema), ``user_metadata`` in the commit's info as Spark's
     ``userMetadata`` option puts it."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-    table = DeltaTable(path)
+    uri, options = location(path)
+    table = DeltaTable(uri, storage_options=options)
     write_deltalake(table, as_table_schema(rows, table), mode=mode,
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": user_metadata}))
 
