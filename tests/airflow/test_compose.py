@@ -70,7 +70,7 @@ def test_topology_and_commands(services):
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg://")
         assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/flink-replay/dags"
         # The README's shorter waits between a catch-up's runs.
-        assert env["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == "0.1"
+        assert env["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == "0.2"
         assert env["AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL"] == "1"
         assert env["REPLAY_SPARK_MODE"] == "submit"
         assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == "spark://spark-master:7077"
