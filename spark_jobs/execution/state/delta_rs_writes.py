@@ -78,11 +78,11 @@ def candidate_bytes(table: Any, window_ends: tuple[int, int] | None) -> int:
 
 def merge_latest(path: str, rows: Any, condition: str, newer: str,
                  window_ends: tuple[int, int] | None) -> bool:
-    """MERGE ``rows`` (Arrow panes, one per key and window) into the Delta table at ``path`` (one
-    ``location`` finds):
-    ``condition`` matches a pane to its row (target ``t``, source ``s``), ``newer`` says when the
-    pane replaces it, and an unmatched pane is inserted. False, with nothing written, when the
-    files it may rewrite are over ``CLIENT_MERGE_MAX_BYTES`` (the caller then runs Spark's)."""
+    """MERGE ``rows`` (Arrow panes, one per key and window) into the Delta table at ``path``
+    (found by ``location``): ``condition`` matches a pane to its row (target ``t``, source ``s``),
+    ``newer`` says when the pane replaces it, and an unmatched pane is inserted. False, with
+    nothing written, when the files it may rewrite are over ``CLIENT_MERGE_MAX_BYTES`` (the caller
+    then runs Spark's)."""
     from deltalake import DeltaTable
 
     uri, options = location(path)
@@ -99,8 +99,8 @@ def merge_latest(path: str, rows: Any, condition: str, newer: str,
 
 
 def write_rows(path: str, rows: Any, mode: str, user_metadata: str) -> None:
-    """Append (``mode="append"``) or overwrite the existing Delta table at ``path`` (one
-    ``location`` finds) with ``rows``
+    """Append (``mode="append"``) or overwrite the existing Delta table at ``path`` (found by
+    ``location``) with ``rows``
     (Arrow, cast to the table's schema), ``user_metadata`` in the commit's info as Spark's
     ``userMetadata`` option puts it."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
