@@ -53,6 +53,19 @@ def delta_uri(path: str) -> str:
     return "s3://" + path.removeprefix("s3a://") if path.startswith("s3a://") else path
 
 
+#: A Delta table as delta-rs opens it: its URI and ``storage_options``.
+DeltaLocation = tuple[str, dict[str, str] | None]
+
+
+def delta_location(path: str) -> DeltaLocation | None:
+    """Where delta-rs finds the Delta table at ``path``: its URI and ``storage_options``, or None
+    when a process without a JVM cannot reach it (HDFS, ``gs://``, ...: Spark's alone)."""
+    local = local_path(path)
+    if local is not None:
+        return local, None
+    return (delta_uri(path), storage_options(path)) if is_s3(path) else None
+
+
 def storage_options(path: str) -> dict[str, str] | None:
     """delta-rs's ``storage_options`` for a table at ``path``: None off object storage (delta-rs's
     own defaults), else the endpoint, path-style, http and region of the S3A settings and the keys."""

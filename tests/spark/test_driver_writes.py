@@ -42,7 +42,7 @@ def test_tables_written_on_the_driver_equal_spark_s(spark, tmp_path, monkeypatch
     written, made_by = {}, {}
     for writer in ("delta-rs", "spark"):
         if writer == "spark":  # as for tables the driver cannot reach itself
-            monkeypatch.setattr(delta, "location", lambda path: None)
+            monkeypatch.setattr(delta, "delta_location", lambda path: None)
         lakehouse = tmp_path / writer
         config = load_config(write_pipeline(tmp_path / f"{writer}.yaml", archive, lakehouse, **CASES[case]))
         run_pipeline(config, spark=spark, finalize=True, progress=lambda _message: None)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import PipelineConfig, local_path
-from ..object_store import delete_tree, require_reachable_without_jvm
+from ..object_store import delete_tree, delta_location, require_reachable_without_jvm
 from ..spark_session import is_connect
-from .delta_rs_writes import epoch_ms, location
+from .delta_rs_writes import epoch_ms
 from .delta_rs_writes import merge_latest as merge_on_client
 from .delta_rs_writes import write_rows as write_on_client
 
@@ -131,8 +131,9 @@ class DeltaStore:
         self._write_rows(rows, table, batch_id, "overwrite")
 
     def _write_rows(self, rows: Any, table: str, batch_id: int, mode: str) -> None:
-        if location(self.path(table)) is not None and self.exists(table):
-            write_on_client(self.path(table), rows, mode, f"batch={batch_id}")
+        location = delta_location(self.path(table))
+        if location is not None and self.exists(table):
+            write_on_client(location, rows, mode, f"batch={batch_id}")
             return
         from ..arrow_frames import arrow_frame
 
@@ -318,10 +319,9 @@ class DeltaStore:
             return  # nothing to upsert
         if window_ends is None:
             window_ends = _window_end_range(rows)
+        location = delta_location(self.path(table))
         match = latest_match(keys, window_ends, _datafusion_millis)
-        if location(self.path(table)) is not None and merge_on_client(
-            self.path(table), rows, match, NEWER_PANE, window_ends
-        ):
+        if location is not None and merge_on_client(location, rows, match, NEWER_PANE, window_ends):
             return
         view = f"replay_panes_{uuid.uuid4().hex}"
         arrow_frame(self.spark, rows).createOrReplaceTempView(view)

@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from ...config import PipelineConfig, local_path
-from ..object_store import delta_uri, is_s3, list_names, reachable_without_jvm, s3_filesystem, storage_options
+from ..object_store import delta_location, is_s3, list_names, reachable_without_jvm, s3_filesystem
 
 
 class DeltaRsReader:
@@ -36,7 +36,6 @@ class DeltaRsReader:
             raise ValueError(f"{config.output_path} is neither on the local disk nor on S3")
         self.config = config
         self.root = root if root is not None else config.output_path.rstrip("/")
-        self.options = storage_options(self.root) if self.remote else None
         self._fs: Any = None
 
     @staticmethod
@@ -55,8 +54,8 @@ class DeltaRsReader:
     def table(self, name: str, version: int | None = None) -> Any:
         from deltalake import DeltaTable
 
-        uri = delta_uri(self.path(name)) if self.remote else self.path(name)
-        return DeltaTable(uri, version=version, storage_options=self.options)
+        uri, options = delta_location(self.path(name))
+        return DeltaTable(uri, version=version, storage_options=options)
 
     def exists(self, table: str) -> bool:
         """Whether the table has a first commit (a directory alone may be a write killed early)."""

@@ -26,23 +26,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...config import local_path
-from ..object_store import delta_uri, is_s3, storage_options
+from ..object_store import DeltaLocation
 
 #: The most bytes of ``window_latest`` files a delta-rs MERGE may rewrite (the files whose
 #: ``window_end`` statistics overlap the panes' range).
 CLIENT_MERGE_MAX_BYTES = 16 << 20
-
-
-def location(path: str) -> tuple[str, dict[str, str] | None] | None:
-    """Where delta-rs finds the table at ``path`` (its URI and storage options), or None when this
-    process does not reach it without a JVM (Spark writes it then)."""
-    local = local_path(path)
-    if local is not None:
-        return local, None
-    if is_s3(path):
-        return delta_uri(path), storage_options(path)
-    return None
 
 
 def epoch_ms(timestamps: Any) -> Any:
@@ -76,16 +64,16 @@ def candidate_bytes(table: Any, window_ends: tuple[int, int] | None) -> int:
     return int(pc.sum(pc.filter(sizes, touched)).as_py() or 0)
 
 
-def merge_latest(path: str, rows: Any, condition: str, newer: str,
+def merge_latest(location: DeltaLocation, rows: Any, condition: str, newer: str,
                  window_ends: tuple[int, int] | None) -> bool:
-    """MERGE ``rows`` (Arrow panes, one per key and window) into the Delta table at ``path``
-    (found by ``location``): ``condition`` matches a pane to its row (target ``t``, source ``s``),
-    ``newer`` says when the pane replaces it, and an unmatched pane is inserted. False, with
-    nothing written, when the files it may rewrite are over ``CLIENT_MERGE_MAX_BYTES`` (the caller
-    then runs Spark's)."""
+    """MERGE ``rows`` (Arrow panes, one per key and window) into the Delta table at ``location``
+    (``object_store.delta_location``'s URI and storage options): ``condition`` matches a pane to
+    its row (target ``t``, source ``s``), ``newer`` says when the pane replaces it, and an
+    unmatched pane is inserted. False, with nothing written, when the files it may rewrite are over
+    ``CLIENT_MERGE_MAX_BYTES`` (the caller then runs Spark's)."""
     from deltalake import DeltaTable
 
-    uri, options = location(path)
+    uri, options = location
     table = DeltaTable(uri, storage_options=options)
     if candidate_bytes(table, window_ends) > CLIENT_MERGE_MAX_BYTES:
         return False
@@ -98,14 +86,13 @@ def merge_latest(path: str, rows: Any, condition: str, newer: str,
     return True
 
 
-def write_rows(path: str, rows: Any, mode: str, user_metadata: str) -> None:
-    """Append (``mode="append"``) or overwrite the existing Delta table at ``path`` (found by
-    ``location``) with ``rows``
-    (Arrow, cast to the table's schema), ``user_metadata`` in the commit's info as Spark's
-    ``userMetadata`` option puts it."""
+def write_rows(location: DeltaLocation, rows: Any, mode: str, user_metadata: str) -> None:
+    """Append (``mode="append"``) or overwrite the existing Delta table at ``location``
+    (``object_store.delta_location``'s) with ``rows`` (Arrow, cast to the table's schema),
+    ``user_metadata`` in the commit's info as Spark's ``userMetadata`` option puts it."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-    uri, options = location(path)
+    uri, options = location
     table = DeltaTable(uri, storage_options=options)
     write_deltalake(table, as_table_schema(rows, table), mode=mode,
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": user_metadata}))
