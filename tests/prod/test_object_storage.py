@@ -109,8 +109,9 @@ def tables_s3(store, prefix: str) -> dict[str, list]:
 
 
 def writers(store, key: str) -> set[str]:
-    """Who made a table's commits on the bucket: ``delta-rs`` (a pass's writes from the driver or
-    client) or ``spark`` (the table's creation, the ingest's writes, recovery)."""
+    """Who made a table's commits on the bucket: ``delta-rs`` (a pass's writes and its replay_log
+    commit, from the driver or client) or ``spark`` (the table's creation, the ingest's writes,
+    recovery)."""
     from deltalake import DeltaTable
 
     history = DeltaTable(f"s3://{BUCKET}/{key}", storage_options=_options(store)).history()
@@ -134,7 +135,7 @@ def test_replay_on_the_bucket_equals_a_local_replay(world):
     got = tables_s3(world["store"], "lakehouse/clicks")
     assert set(got) == set(world["expected"]) and got == world["expected"]
     # A pass's own writes are the driver's delta-rs commits on the bucket (conditional PUTs).
-    for table in ("window_results", "window_latest", "operator_state"):
+    for table in ("window_results", "window_latest", "operator_state", "replay_log"):
         assert writers(world["store"], f"lakehouse/clicks/{table}") == {"spark", "delta-rs"}, table
     assert lease(world["store"], "lakehouse/clicks").type.name == "NotFound"  # released
     status = world["run"]("replay", "status", str(config)).stdout

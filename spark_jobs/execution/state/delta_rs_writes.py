@@ -6,8 +6,10 @@ job and a Delta commit, and ``window_latest``'s MERGE about ten jobs in turn: ov
 server a one-pass Airflow interval spent 2-3 s of its 3.3-4.3 s there (the MERGE 1-2 s, the state
 overwrite at the run's end 2-3 s, beside the appends). delta-rs (``write_deltalake``,
 ``DeltaTable.merge``: DataFusion) commits the same rows by the same Delta protocol in a few
-hundredths of a second each; the interval took 1.2 s. Tables are created by Spark (their
-properties), which also writes wherever this process cannot reach (HDFS, ``gs://``, ...).
+hundredths of a second each; the interval took 1.2 s. The pass's ``replay_log`` rows, its commit
+point, are one such append: one log entry, put only if absent, as Spark's commit is. Tables are
+created by Spark (their properties), which also writes wherever this process cannot reach
+(HDFS, ``gs://``, ...).
 
 On S3 delta-rs commits with a conditional PUT (``If-None-Match: *`` on the log entry), so a
 competing commit fails instead of overwriting; Spark's S3 log store is single-driver. Neither
