@@ -31,6 +31,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: The README's forkserver preload: what every task would import, loaded once (docs/airflow.md).
+PRELOAD = "airflow,airflow.executors.local_executor,spark_jobs.interfaces.airflow_preload"
+
+
 def airflow_env(home: Path, base: Path, pipelines: Path, port: int, **extra: str) -> dict[str, str]:
     """The README's environment for an Airflow home ``home`` serving the API on ``port``, with the
     pipelines of ``pipelines`` and relative paths against ``base``; ``extra`` adds or overrides."""
@@ -43,6 +47,8 @@ def airflow_env(home: Path, base: Path, pipelines: Path, port: int, **extra: str
         "AIRFLOW__CORE__PARALLELISM": "2",
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+        "AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
+        "AIRFLOW__CORE__MP_FORKSERVER_PRELOAD": PRELOAD,
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
         # Tasks report to the API server's execution API: on this test's port, not 8080.

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from airflow_standalone import PRELOAD
 
 from spark_jobs.interfaces import orchestration as orch
 
@@ -72,6 +73,8 @@ def test_topology_and_commands(services):
         # The README's shorter waits between a catch-up's runs.
         assert env["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == "0.2"
         assert env["AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL"] == "1"
+        assert env["AIRFLOW__SCHEDULER__MP_START_METHOD"] == "forkserver"
+        assert env["AIRFLOW__CORE__MP_FORKSERVER_PRELOAD"] == PRELOAD
         assert env["REPLAY_SPARK_MODE"] == "submit"
         assert env["AIRFLOW_CONN_SPARK_DEFAULT"] == "spark://spark-master:7077"
         assert {"postgres", "airflow-init"} <= set(service["depends_on"])
