@@ -272,11 +272,12 @@ class Ingest:
         return logged, ingested
 
     def known_files(self) -> dict[str, dict[str, Any]]:
-        """``source_files``' rows by path. A lakehouse on the local disk is read with delta-rs: no
-        Spark job (over Spark Connect it was 2.3 s of a one-batch run); elsewhere Spark."""
+        """``source_files``' rows by path. A lakehouse this process reaches (the local disk, S3) is
+        read with delta-rs: no Spark job (over Spark Connect it was 2.3 s of a one-batch run on the
+        local disk, 0.33 s on S3); elsewhere Spark."""
         from .state.delta_rs import DeltaRsReader
 
-        if DeltaRsReader.supports(self.config):
+        if DeltaRsReader.reaches(self.config):
             return DeltaRsReader(self.config).source_files()
         if not self.store.exists("source_files"):
             return {}

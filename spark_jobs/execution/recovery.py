@@ -19,11 +19,12 @@ from .state.delta import ALL_TABLES, BATCH_TABLES, DeltaStore
 
 
 def committed_log(store: DeltaStore) -> list[dict[str, Any]]:
-    """``replay_log``'s rows by batch id. A lakehouse on the local disk is read with delta-rs: no
-    Spark job (over Spark Connect, the log read was 2.7 s of a 4 s empty run); elsewhere Spark."""
+    """``replay_log``'s rows by batch id. A lakehouse this process reaches (the local disk, S3) is
+    read with delta-rs: no Spark job (over Spark Connect, the log read was 2.7 s of a 4 s empty run
+    on the local disk, 0.6 s of a 2.3 s one on S3); elsewhere Spark."""
     from .state.delta_rs import DeltaRsReader
 
-    if DeltaRsReader.supports(store.config):
+    if DeltaRsReader.reaches(store.config):
         return DeltaRsReader(store.config).committed_log()
     if not store.exists("replay_log"):
         return []

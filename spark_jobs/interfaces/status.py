@@ -1,7 +1,8 @@
 """What has been replayed: read back from the pipeline's own Delta tables.
 
-For tables on the local disk the report reads them with delta-rs (``execution.state.delta_rs``)
-and answers in about a second, without a JVM; on object storage it reads them through Spark.
+For tables on the local disk or S3 the report reads them with delta-rs
+(``execution.state.delta_rs``) and answers in about a second, without a JVM; elsewhere (HDFS,
+``gs://``, ...) it reads them through Spark.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ FIRINGS = {"window_results": "panes", "join_results": "joined pairs", "process_r
 def pipeline_status(config: PipelineConfig, spark: Any = None) -> str:
     """What the pipeline's tables hold, and what a killed command left unfinished with the command
     that repairs it. Never raises on a pipeline's state: a table it cannot read is reported as
-    such. Starts Spark (when ``spark`` is not given) only for tables on object storage."""
-    if DeltaRsReader.supports(config):
+    such. Starts Spark (when ``spark`` is not given) only for tables delta-rs does not reach."""
+    if DeltaRsReader.reaches(config):
         tables: Any = DeltaRsReader(config)
     else:
         from ..execution.spark_session import get_spark

@@ -8,10 +8,9 @@ records. delta-rs reads them straight from the Delta log and the Parquet files. 
 ``QueryBuilder`` (DataFusion), which also reads the one table with deletion vectors
 (``window_latest``), and come back through the Arrow C stream (``RecordBatchReader.from_stream``:
 ``pyarrow.table()`` on the same stream imports pandas, 2 s), with DataFusion's view string types
-cast to the plain ones Spark gives. Tables on the local disk, and (``reaches``: for
-``pending_work`` and a Spark Connect client) on ``s3a://`` object storage, read as ``s3://`` with
-``object_store.storage_options`` (the S3A settings' environment); ``supports`` stays local-only
-for ``replay status`` and the commit log's reads, which use Spark there.
+cast to the plain ones Spark gives. Tables on the local disk, and on ``s3a://`` object storage,
+read as ``s3://`` with ``object_store.storage_options`` (the S3A settings' environment):
+``reaches``.
 
 Never writes: the writes a pass makes with delta-rs are in ``delta_rs_writes``.
 """
@@ -39,13 +38,8 @@ class DeltaRsReader:
         self._fs: Any = None
 
     @staticmethod
-    def supports(config: PipelineConfig) -> bool:
-        """Tables on the local disk (``replay status``, ``DeltaStore.versions``)."""
-        return local_path(config.output_path) is not None
-
-    @staticmethod
     def reaches(config: PipelineConfig) -> bool:
-        """Tables this reader can read: on the local disk or on S3 (``pending_work``)."""
+        """Tables this reader can read: on the local disk or on S3."""
         return reachable_without_jvm(config.output_path)
 
     def path(self, table: str) -> str:
