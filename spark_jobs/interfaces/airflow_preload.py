@@ -14,13 +14,14 @@ would otherwise hand tasks the code it started with.
 from __future__ import annotations
 
 import contextlib
+import importlib
 
-with contextlib.suppress(ImportError):
-    import deltalake  # noqa: F401
-    import pyarrow  # noqa: F401
+#: A task's libraries: delta-rs and pyarrow (the check), Spark Connect's client (the replay).
+LIBRARIES = ("pyarrow", "deltalake", "pyspark.sql.connect.session")
 
-# PySpark's Connect client checks its dependencies at import, and under a process started with
-# ``python -c`` (the forkserver) it takes its doctest path, which exits when one is missing: a
-# preload must never stop the forkserver, so a missing client only means no head start.
-with contextlib.suppress(ImportError, SystemExit):
-    import pyspark.sql.connect.session  # noqa: F401
+for _name in LIBRARIES:
+    # A library missing here only means no head start. PySpark's Connect client checks its
+    # dependencies at import, and under a process started with ``python -c`` (the forkserver) it
+    # takes its doctest path, which exits when one is missing: never let that stop the forkserver.
+    with contextlib.suppress(ImportError, SystemExit):
+        importlib.import_module(_name)
