@@ -39,7 +39,7 @@ def resume_after_crash(spark, tmp_path, archive, crash_at: str) -> dict:
 
 # Points inside every phase: the ingest, each table write of a batch (results, window_latest
 # MERGE, late events, state), just before and just after the commit-log row, and the finalize.
-# Both sides of the commit point (a delta-rs append of the pass's replay_log rows) run in every tier.
+# Both sides of the commit point (a delta-rs append of the pass's replay_log rows) among the first.
 FAST_KILL_POINTS = ["batch:2:state", "batch:3:before-commit", "batch:5:committed"]
 SLOW_KILL_POINTS = [
     "ingest:staged", "ingest:quarantined", "batch:0:state", "batch:1:results", "batch:2:latest",
