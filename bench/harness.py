@@ -411,8 +411,8 @@ class _Instruments:
     """Timing of the engine's pieces without editing it: accumulators around the per-key function
     (on the Python workers) and wrappers around ``DeltaStore``'s methods (on the driver)."""
 
-    DELTA_METHODS = ("append_batch", "overwrite_batch", "merge_latest_panes", "replace_where", "read",
-                     "version", "exists", "optimize", "vacuum")
+    DELTA_METHODS = ("append_rows", "overwrite_rows", "replace_rows", "merge_latest_panes", "replace_where",
+                     "read", "version", "exists", "optimize", "vacuum")
 
     def __init__(self, spark: Any, cprofile_dir: str | None):
         from spark_jobs.core.engine import keyed

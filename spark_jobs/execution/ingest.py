@@ -15,6 +15,7 @@ from functools import reduce
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..config import PipelineConfig
 from ..exceptions import ArchiveChangedError
@@ -35,6 +36,15 @@ STAGING_LAYOUT = {"row_group_bytes": 2 << 20, "unique_columns": ("_raw", "_id")}
 #: (each its shortest possible record) has its keys collected by the first read without counting
 #: its lines first: a read of the archive less (2 s of a fresh 10M replay, whose 1.6 GB allow 23M).
 DRIVER_SLACK = 1.25
+
+#: ``source_files``' columns, a row per ingested archive file (its ``etag`` came after the first
+#: release's tables, which gain it by schema evolution).
+SOURCE_FILES_SCHEMA = pa.schema([
+    ("path", pa.string()), ("size", pa.int64()), ("modified_ms", pa.int64()), ("file_index", pa.int32()),
+    ("ingest_id", pa.int64()), ("records", pa.int64()), ("quarantined", pa.int64()),
+    ("seq_start", pa.int64()), ("seq_end", pa.int64()), ("batch_start", pa.int64()),
+    ("batch_end", pa.int64()), ("etag", pa.string()),
+])
 
 
 def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
@@ -95,7 +105,6 @@ class Ingest:
         their numbers.
         Quarantined lines, known by then, are read a third time on their own.
         """
-        import pyarrow as pa
         from pyspark.sql import functions as F
 
         # sources imports pyspark at module level: kept here so importing the replay stays light.
@@ -238,24 +247,20 @@ class Ingest:
         crash_point("ingest:staged")
         quarantine.result()
         clock.step("quarantined")
-        rows = [
-            (f.path, f.size, f.modified_ms, file_indexes[f.path], ingest_id,
-             int(per_file_records[file_indexes[f.path]]), int(per_file_bad[file_indexes[f.path]]),
-             seq_base, seq_base + accepted_count, batch_base,
-             batch_base + -(-accepted_count // self.batch_size), f.etag)
+        rows = pa.Table.from_pylist([
+            {"path": f.path, "size": f.size, "modified_ms": f.modified_ms,
+             "file_index": file_indexes[f.path], "ingest_id": ingest_id,
+             "records": int(per_file_records[file_indexes[f.path]]),
+             "quarantined": int(per_file_bad[file_indexes[f.path]]),
+             "seq_start": seq_base, "seq_end": seq_base + accepted_count, "batch_start": batch_base,
+             "batch_end": batch_base + -(-accepted_count // self.batch_size), "etag": f.etag}
             for f in new
-        ]
-        schema = (
-            "path STRING, size BIGINT, modified_ms BIGINT, file_index INT, ingest_id BIGINT, "
-            "records BIGINT, quarantined BIGINT, seq_start BIGINT, seq_end BIGINT, batch_start BIGINT, "
-            "batch_end BIGINT, etag STRING"
-        )
+        ], schema=SOURCE_FILES_SCHEMA)
         crash_point("ingest:quarantined")
         # Written last: an ingest without its source_files rows is redone from scratch.
         # The Delta sources' versions read go into the commit's info (DESCRIBE HISTORY source_files).
         logged = self.pool.submit(
-            self.store.replace_where, self.spark.createDataFrame(rows, schema), "source_files",
-            f"ingest_id = {ingest_id}",
+            self.store.replace_rows, rows, "source_files", f"ingest_id = {ingest_id}",
             user_metadata=json.dumps({"delta_versions": read_versions}) if read_versions else None,
             merge_schema=True,  # `etag` came after the first release's tables
         )

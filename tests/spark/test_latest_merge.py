@@ -76,6 +76,12 @@ def merges_made_by(spark, store) -> list[str]:
             for row in history.collect() if row["operation"] == "MERGE"]
 
 
+def merge_versions(spark, store) -> list[int]:
+    """The versions of ``window_latest``'s MERGE commits, oldest first."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('window_latest')}`").orderBy("version")
+    return [row["version"] for row in history.collect() if row["operation"] == "MERGE"]
+
+
 def with_history(spark, store: DeltaStore) -> DeltaStore:
     """Minutes 0-29 of two pages, and a global window's pane, in several commits (files)."""
     for first in range(0, 30, 10):
@@ -135,10 +141,12 @@ def test_spark_takes_the_merges_that_would_rewrite_too_much(spark, tmp_path, mon
     assert merges_made_by(spark, store)[-2:] == ["delta-rs", "spark"]
     rows = latest(spark, store)
     assert ("a", ms(5), 1, 1, 3) in rows and ("a", ms(25), 2, 1, 4) in rows and len(rows) == 61
-    start = store.version("window_latest") - 1
+    # (Spark's first MERGE turned deletion vectors on first: a commit between the two MERGEs.)
+    start, end = merge_versions(spark, store)[-2:]
     changes = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", start)
-               .load(path).selectExpr("_commit_version - " + str(start), "_change_type", "pane_index",
+               .load(path).selectExpr(f"IF(_commit_version = {start}, 0, 1)", "_change_type", "pane_index",
                                       "unix_millis(window_start)").collect())
+    assert end == store.version("window_latest")
     assert sorted(tuple(r) for r in changes) == [
         (0, "update_postimage", 1, ms(25)), (0, "update_preimage", 0, ms(25)),
         (1, "update_postimage", 1, ms(5)), (1, "update_postimage", 2, ms(25)),
@@ -152,3 +160,33 @@ def test_the_newest_pane_of_each_key_and_window(spark):
     newest = newest_panes(rows, ["page"]).select(["page", "pane_index", "clicks"]).to_pylist()
     assert sorted((r["page"], r["pane_index"], r["clicks"]) for r in newest) == [
         ("a", 0, 7), ("a", 1, 6), ("a", 2, 3), ("b", 0, 4)]
+
+
+@pytest.mark.parametrize("reached", [True, False], ids=["reached", "spark-only"])
+def test_a_new_table_gets_deletion_vectors_from_sparks_first_merge(spark, tmp_path, monkeypatch, reached):
+    """``window_latest`` is created with its change data feed and without deletion vectors (delta-rs,
+    asked for them, adds a feature older readers refuse); Spark's first MERGE turns them on, once,
+    and marks replaced rows in them. Where this process cannot reach the table, Spark does it all."""
+    from deltalake import DeltaTable
+
+    from spark_jobs.execution.state import delta
+
+    if not reached:
+        monkeypatch.setattr(delta, "delta_location", lambda path: None)
+    monkeypatch.setattr(delta_rs_writes, "CLIENT_MERGE_MAX_BYTES", -1)
+    store = store_at(spark, tmp_path)
+    store.merge_latest_panes(panes(spark, [("a", m, 0, 0, 1) for m in range(10)]), ["page"], 0)
+    table = DeltaTable(store.path("window_latest"))
+    assert table.metadata().configuration.get("delta.enableChangeDataFeed") == "true"
+    assert "delta.enableDeletionVectors" not in table.metadata().configuration
+    assert table.protocol().min_reader_version == 1 and not table.protocol().reader_features
+    for pane in (1, 2):
+        store.merge_latest_panes(panes(spark, [("a", 3, pane, pane, 2)]), ["page"], pane)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('window_latest')}`").orderBy("version").collect()
+    assert [row["operation"] for row in history] == ["WRITE", "SET TBLPROPERTIES", "MERGE", "MERGE"]
+    assert history[0]["engineInfo"].startswith("delta-rs") == reached
+    # The first MERGE marks the replaced row of the table's one file in a deletion vector.
+    assert history[2]["operationMetrics"]["numTargetDeletionVectorsAdded"] == "1"
+    protocol = DeltaTable(store.path("window_latest")).protocol()
+    assert "deletionVectors" in protocol.reader_features and "variantType" not in protocol.writer_features
+    assert ("a", ms(3), 2, 2, 2) in latest(spark, store) and len(latest(spark, store)) == 10

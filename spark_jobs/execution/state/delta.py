@@ -50,6 +50,13 @@ ALL_TABLES = (*TABLES, "dq_results", "reprocess_history")
 #: every 10 commits, every 10th pass wrote four checkpoints (one-batch passes: mean 1.50 -> 1.30 s
 #: with 100); replaying up to 99 small JSON commits reads a table no slower than a checkpoint.
 NEW_TABLE_PROPERTIES = {"delta.checkpointInterval": "100"}
+#: ``window_latest``'s besides: its change data feed. (Deletion vectors are turned on by the first
+#: MERGE Spark makes, ``_use_deletion_vectors``: a table delta-rs creates with them gets the
+#: ``variantType`` feature too, which readers older than Delta 4 refuse.)
+LATEST_TABLE_PROPERTIES = {**NEW_TABLE_PROPERTIES, "delta.enableChangeDataFeed": "true"}
+#: The property that makes Spark's MERGE mark replaced rows in deletion vectors instead of
+#: rewriting the files that hold them.
+DELETION_VECTORS = "delta.enableDeletionVectors"
 
 
 def staging_clock_column(config: PipelineConfig) -> str:
@@ -121,33 +128,46 @@ class DeltaStore:
         return found
 
     def append_rows(self, rows: Any, table: str, batch_id: int) -> None:
-        """Append one pass's rows (Arrow, held on this side): by delta-rs when the table exists where
-        this process reaches it, the local disk or S3 (``delta_rs_writes.write_rows``: a few
-        hundredths of a second, against a Spark job and its commit), else by Spark."""
+        """Append one pass's rows (Arrow, held on this side): by delta-rs where this process
+        reaches the table, the local disk or S3 (``delta_rs_writes.write_rows``: a few hundredths
+        of a second, against a Spark job and its commit; a new table is created so too), else by
+        Spark."""
         self._write_rows(rows, table, batch_id, "append")
 
     def overwrite_rows(self, rows: Any, table: str, batch_id: int) -> None:
         """Replace a table's rows with ``rows`` (Arrow), as ``append_rows`` writes them."""
         self._write_rows(rows, table, batch_id, "overwrite")
 
-    def _write_rows(self, rows: Any, table: str, batch_id: int, mode: str) -> None:
+    def _write_rows(self, rows: Any, table: str, batch_id: int, mode: str,
+                    properties: dict[str, str] = NEW_TABLE_PROPERTIES) -> None:
         location = delta_location(self.path(table))
-        if location is not None and self.exists(table):
-            write_on_client(location, rows, mode, f"batch={batch_id}")
+        if location is not None:
+            new_table = None if self.exists(table) else properties
+            write_on_client(location, rows, mode, f"batch={batch_id}", new_table)
             return
         from ..arrow_frames import arrow_frame
 
         # One task, one file: a pass's output is small, and a write's tasks cost more than its rows.
         frame = arrow_frame(self.spark, rows).coalesce(1)
-        (self.overwrite_batch if mode == "overwrite" else self.append_batch)(frame, table, batch_id)
+        writer = self._writer(frame, self._replacing(table) if mode == "overwrite" else "append")
+        writer.options(**properties).option("userMetadata", f"batch={batch_id}").save(self.path(table))
 
-    def append_batch(self, df, table: str, batch_id: int) -> None:
-        """Append one batch's rows; the commit is tagged with the batch for ``history``."""
-        self._writer(df, "append").option("userMetadata", f"batch={batch_id}").save(self.path(table))
+    def replace_rows(self, rows: Any, table: str, predicate: str, user_metadata: str | None = None,
+                     merge_schema: bool = False) -> None:
+        """``replace_where`` for rows held on this side (Arrow): by delta-rs where this process
+        reaches the table (the ingest's ``source_files`` commit: 3.5 s of a first 1M run as a
+        Spark job creating the table), else by Spark."""
+        location = delta_location(self.path(table))
+        if location is None:
+            from ..arrow_frames import arrow_frame
 
-    def overwrite_batch(self, df, table: str, batch_id: int) -> None:
-        writer = self._writer(df, self._replacing(table))
-        writer.option("userMetadata", f"batch={batch_id}").save(self.path(table))
+            self.replace_where(arrow_frame(self.spark, rows), table, predicate,
+                               user_metadata=user_metadata, merge_schema=merge_schema)
+        elif not self.exists(table):
+            write_on_client(location, rows, "append", user_metadata, NEW_TABLE_PROPERTIES)
+        else:
+            write_on_client(location, rows, "overwrite", user_metadata, predicate=predicate,
+                            merge_schema=merge_schema)
 
     @staticmethod
     def _writer(df, mode: str):
@@ -304,16 +324,8 @@ class DeltaStore:
 
         table = "window_latest"
         if not self.exists(table):
-            # A new table: every pane is an insert, which a plain write makes without MERGE's join
-            # (the properties below are the table's from its first version on).
-            (
-                self._writer(arrow_frame(self.spark, rows).coalesce(1), "append")
-                .option("delta.enableChangeDataFeed", "true")
-                # Spark's MERGE marks replaced rows in deletion vectors instead of rewriting files.
-                .option("delta.enableDeletionVectors", "true")
-                .option("userMetadata", f"batch={batch_id}")
-                .save(self.path(table))
-            )
+            # A new table: every pane is an insert, which a plain write makes without MERGE's join.
+            self._write_rows(rows, table, batch_id, "append", LATEST_TABLE_PROPERTIES)
             return
         if not rows.num_rows:
             return  # nothing to upsert
@@ -323,6 +335,7 @@ class DeltaStore:
         match = latest_match(keys, window_ends, _datafusion_millis)
         if location is not None and merge_on_client(location, rows, match, NEWER_PANE, window_ends):
             return
+        self._use_deletion_vectors(table)
         view = f"replay_panes_{uuid.uuid4().hex}"
         arrow_frame(self.spark, rows).createOrReplaceTempView(view)
         try:
@@ -333,6 +346,23 @@ class DeltaStore:
             ).collect()
         finally:
             self.spark.catalog.dropTempView(view)
+
+    def _use_deletion_vectors(self, table: str) -> None:
+        """Turn deletion vectors on for Spark's MERGE into ``table``, unless they are (one commit,
+        once: a table is created without them, see ``LATEST_TABLE_PROPERTIES``)."""
+        location = delta_location(self.path(table))
+        if location is not None:
+            from deltalake import DeltaTable
+
+            uri, options = location
+            enabled = DeltaTable(uri, storage_options=options).metadata().configuration.get(DELETION_VECTORS)
+        else:
+            detail = self.spark.sql(f"DESCRIBE DETAIL {self._sql_name(table)}").select("properties").first()
+            enabled = dict(detail["properties"] or {}).get(DELETION_VECTORS)
+        if enabled != "true":
+            self.spark.sql(
+                f"ALTER TABLE {self._sql_name(table)} SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')"
+            ).collect()
 
 
 #: When a pane replaces the row of its key and window in ``window_latest`` (``t``: the row, ``s``:
