@@ -110,8 +110,8 @@ def tables_s3(store, prefix: str) -> dict[str, list]:
 
 def writers(store, key: str) -> set[str]:
     """Who made a table's commits on the bucket: ``delta-rs`` (a pass's writes and its replay_log
-    commit, from the driver or client) or ``spark`` (the table's creation, the ingest's writes,
-    recovery)."""
+    commit, from the driver or client, and a first pass's creation of its tables) or ``spark``
+    (the ingest's staging and quarantine, compactions, recovery)."""
     from deltalake import DeltaTable
 
     history = DeltaTable(f"s3://{BUCKET}/{key}", storage_options=_options(store)).history()
@@ -134,9 +134,11 @@ def test_replay_on_the_bucket_equals_a_local_replay(world):
     print(f"replay run --finalize: local {world['local_seconds']:.0f} s, on the bucket {seconds:.0f} s")
     got = tables_s3(world["store"], "lakehouse/clicks")
     assert set(got) == set(world["expected"]) and got == world["expected"]
-    # A pass's own writes are the driver's delta-rs commits on the bucket (conditional PUTs).
-    for table in ("window_results", "window_latest", "operator_state", "replay_log"):
-        assert writers(world["store"], f"lakehouse/clicks/{table}") == {"spark", "delta-rs"}, table
+    # A pass's own writes, the creation of its tables included, and the ingest's source_files
+    # rows are the driver's delta-rs commits on the bucket (conditional PUTs); staging is Spark's.
+    for table in ("window_results", "window_latest", "operator_state", "replay_log", "source_files"):
+        assert writers(world["store"], f"lakehouse/clicks/{table}") == {"delta-rs"}, table
+    assert writers(world["store"], "lakehouse/clicks/staging") == {"spark"}
     assert lease(world["store"], "lakehouse/clicks").type.name == "NotFound"  # released
     status = world["run"]("replay", "status", str(config)).stdout
     assert "finalized" in status, status
