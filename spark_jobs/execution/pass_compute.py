@@ -160,7 +160,7 @@ class PassComputer:
             for batch_id, n in zip(counted.column("_batch").to_pylist(),
                                    counted.column("_batch_count").to_pylist(), strict=True):
                 late_counts[batch_id] = n
-        return ComputedPass(batches, staged, timelines, states, out, by_kind, panes, late_counts, steps,
+        return ComputedPass(batches, timelines, states, out, by_kind, panes, late_counts, steps,
                             started, keys, staged_rows)
 
     def record_columns(self) -> list[str]:

@@ -19,7 +19,6 @@ from ..config import PipelineConfig
 from ..core.engine.joins import INTERVAL_LATE_REASON
 from ..core.engine.operator import LATE_REASON
 from ..core.windows.base import is_global_window
-from .arrow_frames import arrow_frame
 from .faults import crash_point
 from .latest_merges import LatestMerges
 from .maintenance import maintain, maintenance_due
@@ -87,7 +86,7 @@ class PassWriter:
         from pyspark.sql import functions as F
 
         config, store = self.config, self.store
-        batches, staged, out, by_kind = computed.batches, computed.staged, computed.out, computed.by_kind
+        batches, out, by_kind = computed.batches, computed.out, computed.by_kind
         timelines, states, steps = computed.timelines, computed.states, computed.steps
         panes, late_counts, keys = computed.panes, computed.late_counts, computed.keys
         first, final = batches[0], batches[-1]
@@ -133,11 +132,9 @@ class PassWriter:
                     rows = computed.staged_rows
                     wanted = pc.is_in(rows.column("_seq"), value_set=late.column("_seq"))
                     records = rows.filter(wanted).select(late_source_columns(config))
-                else:  # a big pass's: fetched from staging (one Spark job)
-                    records = (
-                        F.broadcast(arrow_frame(self.spark, late.select(["_seq"])))
-                        .join(staged.select(late_source_columns(config)), "_seq").toArrow()
-                    )
+                else:  # a big pass's: fetched from staging by their numbers
+                    seqs = np.unique(late.column("_seq").to_numpy())
+                    records = store.staged_records(late_source_columns(config), seqs)
                 store.append_rows(self.late_rows(late, records), "late_events", tag)
 
             writes.append(traced("late", "late_events", write_late))

@@ -78,7 +78,6 @@ class ComputedPass:
     """A pass whose operator has run, not yet written: what ``write_pass`` needs."""
 
     batches: list[PendingBatch]
-    staged: Any  # the pass's staged records (a DataFrame), None for a finalize-only pass
     timelines: list[Timeline]
     states: list[WatermarkState]  # the watermark state after each batch
     out: Any  # the operator's output rows (Arrow), every kind

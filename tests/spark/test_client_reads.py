@@ -75,3 +75,29 @@ def test_a_pass_s_staged_records(replayed):
     assert by_spark.num_rows == 80
     assert by_client.schema == by_spark.schema
     assert by_client.to_pylist() == by_spark.to_pylist()
+
+
+@pytest.mark.parametrize("how", ["in-list", "range", "spark"])
+def test_a_pass_s_late_records_by_their_numbers(replayed, monkeypatch, how):
+    """A big pass's late records are fetched from staging by their numbers: by delta-rs with the
+    numbers in the query, or (over ``IN_LIST_MAX``) filtered from their range; by Spark where
+    delta-rs cannot reach the tables. The same rows and types each way."""
+    import numpy as np
+
+    from spark_jobs.execution.ordering import collect_in_replay_order, in_replay_order
+    from spark_jobs.execution.pass_compute import late_source_columns
+    from spark_jobs.execution.state import delta_rs
+
+    store, last = replayed
+    columns = late_source_columns(store.config)
+    seqs = np.array([3, 4, 17, last["seq_end"] - 1, last["seq_end"] + 20], dtype=np.int64)
+    if how == "range":
+        monkeypatch.setattr(delta_rs, "IN_LIST_MAX", 2)
+    if how == "spark":
+        monkeypatch.setattr(delta_rs.DeltaRsReader, "reaches", staticmethod(lambda config: False))
+    got = in_replay_order(store.staged_records(columns, seqs))
+    expected = collect_in_replay_order(store.staged_range(0, last["seq_end"] + 50), *columns)
+    expected = expected.filter(np.isin(expected.column("_seq").to_numpy(), seqs))
+    assert got.column("_seq").to_pylist() == seqs.tolist()
+    assert got.schema == expected.schema
+    assert got.to_pylist() == expected.to_pylist()

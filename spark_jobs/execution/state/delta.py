@@ -212,6 +212,24 @@ class DeltaStore:
             return in_replay_order(reader.staged_rows(columns, seq_start, seq_end))
         return collect_in_replay_order(self.staged_range(seq_start, seq_end), *columns)
 
+    def staged_records(self, columns: list[str], seqs: Any) -> Any:
+        """``columns`` (``_seq`` among them) of the staged records numbered ``seqs`` (ascending
+        int64, not empty: a pass's late records), as Arrow: by delta-rs where this process reaches
+        ``staging`` (``DeltaRsReader.staged_records``), else by a Spark join."""
+        import pyarrow as pa
+
+        from .delta_rs import DeltaRsReader
+
+        if DeltaRsReader.reaches(self.config):
+            return DeltaRsReader(self.config).staged_records(columns, seqs)
+        from pyspark.sql import functions as F
+
+        from ..arrow_frames import arrow_frame
+
+        wanted = F.broadcast(arrow_frame(self.spark, pa.table({"_seq": pa.array(seqs, pa.int64())})))
+        staged = self.staged_range(int(seqs[0]), int(seqs[-1]) + 1).select(*columns)
+        return wanted.join(staged, "_seq").select(*columns).toArrow()
+
     def staged_range(self, seq_start: int, seq_end: int) -> Any:
         """``staging``'s rows of records ``seq_start`` to ``seq_end`` (exclusive)."""
         from pyspark.sql import functions as F

@@ -24,6 +24,9 @@ from typing import Any
 from ...config import PipelineConfig, local_path
 from ..object_store import delta_location, is_s3, list_names, reachable_without_jvm, s3_filesystem
 
+#: The most record numbers ``staged_records`` puts in one query's IN list.
+IN_LIST_MAX = 5_000
+
 
 class DeltaRsReader:
     """Reads one pipeline's Delta tables (on the local disk, or on S3) without Spark."""
@@ -171,6 +174,24 @@ class DeltaRsReader:
             f"SELECT {names} FROM staging WHERE _seq >= {int(seq_start)} AND _seq < {int(seq_end)}",
             {"staging": None},
         )
+
+    def staged_records(self, columns: list[str], seqs: Any) -> Any:
+        """``columns`` (``_seq`` among them) of the staged records numbered ``seqs`` (ascending
+        int64, not empty), as Arrow in file order: a pass's late records. Up to ``IN_LIST_MAX``
+        numbers go into the query (0.25 s for 3,682 of 1M staged records, against 1.2-2.8 s for
+        Spark's broadcast join); more are filtered here from their whole range (DataFusion
+        aborts the process on an IN list of 100,000)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = ", ".join(_quoted(column) for column in columns)
+        where = f"_seq >= {int(seqs[0])} AND _seq <= {int(seqs[-1])}"
+        if len(seqs) <= IN_LIST_MAX:
+            wanted = ", ".join(str(seq) for seq in seqs.tolist())
+            return self.arrow(f"SELECT {names} FROM staging WHERE {where} AND _seq IN ({wanted})",
+                              {"staging": None})
+        rows = self.arrow(f"SELECT {names} FROM staging WHERE {where}", {"staging": None})
+        return rows.filter(pc.is_in(rows.column("_seq"), value_set=pa.array(seqs, pa.int64())))
 
     def staged_batch_clock(self, batch_id: int, clock_column: str) -> int | None:
         """The latest replay clock among the staged records of one batch; None when that batch is
