@@ -158,16 +158,14 @@ class DeltaStore:
         reaches the table (the ingest's ``source_files`` commit: 3.5 s of a first 1M run as a
         Spark job creating the table), else by Spark."""
         location = delta_location(self.path(table))
-        if location is None:
-            from ..arrow_frames import arrow_frame
+        if location is not None:
+            new_table = None if self.exists(table) else NEW_TABLE_PROPERTIES
+            write_on_client(location, rows, "overwrite", user_metadata, new_table, predicate, merge_schema)
+            return
+        from ..arrow_frames import arrow_frame
 
-            self.replace_where(arrow_frame(self.spark, rows), table, predicate,
-                               user_metadata=user_metadata, merge_schema=merge_schema)
-        elif not self.exists(table):
-            write_on_client(location, rows, "append", user_metadata, NEW_TABLE_PROPERTIES)
-        else:
-            write_on_client(location, rows, "overwrite", user_metadata, predicate=predicate,
-                            merge_schema=merge_schema)
+        self.replace_where(arrow_frame(self.spark, rows), table, predicate,
+                           user_metadata=user_metadata, merge_schema=merge_schema)
 
     @staticmethod
     def _writer(df, mode: str):
