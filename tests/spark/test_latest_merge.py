@@ -71,15 +71,18 @@ def writer(request, monkeypatch) -> str:
 def merges_made_by(spark, store) -> list[str]:
     """Per MERGE commit of ``window_latest``, oldest first: "delta-rs" or "spark" (their metrics'
     names differ: ``num_target_rows_updated`` against ``numTargetRowsUpdated``)."""
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('window_latest')}`").orderBy("version")
     return ["delta-rs" if "num_target_rows_updated" in row["operationMetrics"] else "spark"
-            for row in history.collect() if row["operation"] == "MERGE"]
+            for row in history(spark, store) if row["operation"] == "MERGE"]
 
 
 def merge_versions(spark, store) -> list[int]:
     """The versions of ``window_latest``'s MERGE commits, oldest first."""
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('window_latest')}`").orderBy("version")
-    return [row["version"] for row in history.collect() if row["operation"] == "MERGE"]
+    return [row["version"] for row in history(spark, store) if row["operation"] == "MERGE"]
+
+
+def history(spark, store) -> list:
+    """``window_latest``'s commits (``DESCRIBE HISTORY`` rows), oldest first."""
+    return spark.sql(f"DESCRIBE HISTORY delta.`{store.path('window_latest')}`").orderBy("version").collect()
 
 
 def with_history(spark, store: DeltaStore) -> DeltaStore:
@@ -182,11 +185,11 @@ def test_a_new_table_gets_deletion_vectors_from_sparks_first_merge(spark, tmp_pa
     assert table.protocol().min_reader_version == 1 and not table.protocol().reader_features
     for pane in (1, 2):
         store.merge_latest_panes(panes(spark, [("a", 3, pane, pane, 2)]), ["page"], pane)
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('window_latest')}`").orderBy("version").collect()
-    assert [row["operation"] for row in history] == ["WRITE", "SET TBLPROPERTIES", "MERGE", "MERGE"]
-    assert history[0]["engineInfo"].startswith("delta-rs") == reached
+    commits = history(spark, store)
+    assert [row["operation"] for row in commits] == ["WRITE", "SET TBLPROPERTIES", "MERGE", "MERGE"]
+    assert commits[0]["engineInfo"].startswith("delta-rs") == reached
     # The first MERGE marks the replaced row of the table's one file in a deletion vector.
-    assert history[2]["operationMetrics"]["numTargetDeletionVectorsAdded"] == "1"
+    assert commits[2]["operationMetrics"]["numTargetDeletionVectorsAdded"] == "1"
     protocol = DeltaTable(store.path("window_latest")).protocol()
     assert "deletionVectors" in protocol.reader_features and "variantType" not in protocol.writer_features
     assert ("a", ms(3), 2, 2, 2) in latest(spark, store) and len(latest(spark, store)) == 10
