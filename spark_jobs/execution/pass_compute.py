@@ -19,6 +19,7 @@ from ..core.engine import session_kernel, window_kernel
 from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline, WatermarkState, compute_pass_timelines
 from .arrow_frames import arrow_frame
+from .key_processes import MIN_SHARED_RECORDS, KeyHelpers
 from .ordering import collect_in_replay_order, timeline_columns
 from .passes import ComputedPass, PendingBatch, ReadAhead
 from .spark_batch import (
@@ -61,6 +62,11 @@ class PassComputer:
         #: ``(first seq, first batch, timeline and kept record columns in replay order)`` of what
         #: this run ingested.
         self.ingested: tuple[int, int, Any] | None = None
+        #: Processes a big pass on the driver shares its keys with (started when first wanted).
+        self.helpers = KeyHelpers(config.driver_processes)
+
+    def close(self) -> None:
+        self.helpers.close()
 
     def compute_pass(
         self, batches: list[PendingBatch], watermark: WatermarkState, state: Any
@@ -88,6 +94,9 @@ class PassComputer:
         arrow = self.ingested_timeline(seq_start, seq_end) if staged is not None else None
         timeline = ["_seq", *timeline_columns(config)]
         on_driver = self.runs_on_driver(seq_end - seq_start)
+        shared = on_driver and seq_end - seq_start >= MIN_SHARED_RECORDS
+        if shared:
+            self.helpers.start()  # (they import while the timelines are computed)
         staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
         ahead_read = 0.0  # seconds reading them (a records_read step)
         if staged is not None and on_driver and seq_end - seq_start < READ_AHEAD_RECORDS:
@@ -137,7 +146,8 @@ class PassComputer:
                 if rows is None:
                     rows = records.toArrow()
             steps["records_read"], mark = ahead_read + time.time() - mark, time.time()
-            out = run_keys_on_driver(function, keys, rows, state, output_schema(config))
+            out = run_keys_on_driver(function, keys, rows, state, output_schema(config),
+                                     self.helpers if shared else None)
         else:
             out = (
                 records.groupBy(*keys)
@@ -175,13 +185,16 @@ class PassComputer:
         timeline's, for this run's passes: none unless those passes run their keys on the driver
         and are too big to read ahead, when each would otherwise read its records from
         ``staging`` (1-2 s a pass of 1M records) while the ingest's first read collects them for
-        1-2 s at 10M (measured: BENCHMARKS.md)."""
+        1-2 s at 10M (measured: BENCHMARKS.md). Starts ``helpers`` when it keeps any."""
         config = self.config
         pass_records = min(records, max(config.pass_max_records, self.batch_size))
         if pass_records < READ_AHEAD_RECORDS or not self.runs_on_driver(pass_records):
             return []
         if config.input_watermarks() is not None or self.spec.needs_element:
             return []  # two inputs' records; every raw line
+        # Those passes will share their keys with helper processes: started now, they are ready
+        # (imported) by the first pass.
+        self.helpers.start()
         return [c for c in self.record_columns() if c not in ("_seq", "_event_time")]
 
     def runs_on_driver(self, records: int) -> bool:

@@ -80,6 +80,7 @@ class Replay:
         try:
             return self._run(finalize, until_ms, through_batch)
         finally:
+            self.computer.close()
             self.writer.shutdown()
             self.pool.shutdown()
 

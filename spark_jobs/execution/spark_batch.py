@@ -183,21 +183,44 @@ def make_cogroup_function(
 
 
 def run_keys_on_driver(
-    function: Any, keys: list[str], records: pa.Table, state: pa.Table, schema: pa.Schema
+    function: Any, keys: list[str], records: pa.Table, state: pa.Table, schema: pa.Schema,
+    helpers: Any = None,
 ) -> pa.Table:
     """What ``records.groupBy(keys).cogroup(state.groupBy(keys)).applyInArrow(function)`` computes,
     without Spark: each key's records (in ``_seq`` order) and state rows go through the same
-    ``function``, keys in sorted order."""
+    ``function``, keys in sorted order. ``helpers`` (``key_processes.KeyHelpers``), when given,
+    take contiguous runs of the keys, the driver the last one: the same rows."""
     record_groups = _groups(records, keys, "_seq")
     state_groups = _groups(state, keys, None)
     no_records, no_state = records.slice(0, 0), state.slice(0, 0)
-    outputs = []
-    for key in sorted(set(record_groups) | set(state_groups)):
-        scalars, group = record_groups.get(key, (None, no_records))
-        if scalars is None:
-            scalars = state_groups[key][0]
-        outputs.append(function(scalars, group, state_groups.get(key, (None, no_state))[1]))
-    return pa.concat_tables(outputs) if outputs else schema.empty_table()
+    ordered = sorted(set(record_groups) | set(state_groups))
+
+    def run(chosen: list[tuple]) -> pa.Table:
+        outputs = []
+        for key in chosen:
+            scalars, group = record_groups.get(key, (None, no_records))
+            if scalars is None:
+                scalars = state_groups[key][0]
+            outputs.append(function(scalars, group, state_groups.get(key, (None, no_state))[1]))
+        return pa.concat_tables(outputs) if outputs else schema.empty_table()
+
+    if helpers is None or not helpers.enabled or len(ordered) < helpers.processes:
+        return run(ordered)
+    from .key_processes import DRIVER_EXTRA_SHARE, KEY_COST_RECORDS, share_cuts
+
+    weights = [len(record_groups.get(key, (None, no_records))[1]) + KEY_COST_RECORDS for key in ordered]
+    bounds = [0, *share_cuts(weights, helpers.processes, DRIVER_EXTRA_SHARE), len(ordered)]
+    runs = [ordered[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]
+
+    def share(chosen: list[tuple]) -> tuple[Any, ...]:
+        """A helper's arguments: its keys' records and state rows, as this function takes them."""
+        parts = [record_groups[key][1] for key in chosen if key in record_groups]
+        held = [state_groups[key][1] for key in chosen if key in state_groups]
+        return (function, keys, pa.concat_tables(parts or [no_records]),
+                pa.concat_tables(held or [no_state]), schema)
+
+    outputs = helpers.run([share(chosen) for chosen in runs[:-1]], lambda: run(runs[-1]))
+    return pa.concat_tables(outputs)
 
 
 def _groups(table: pa.Table, keys: list[str], order: str | None) -> dict[tuple, tuple[tuple, pa.Table]]:

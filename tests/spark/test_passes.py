@@ -227,3 +227,50 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
     assert taken == [(0, 60), (60, 120)]  # the "kept" run's two passes; the "staged" run's none
     assert runs["kept"] == runs["staged"]
     assert len(runs["kept"]["late_events"]) > 0 and len(runs["kept"]["quarantine"]) == 1
+
+
+@pytest.mark.parametrize("window", [None, {"type": "session", "gap": "5s"}], ids=["tumbling", "session"])
+def test_driver_passes_share_their_keys_with_helper_processes(spark, tmp_path, monkeypatch, window):
+    """A big pass on the driver runs runs of its keys in helper processes (``driver_processes``):
+    the same tables as the driver alone; a helper that dies has its keys run on the driver."""
+    from spark_jobs.execution import key_processes, pass_compute
+
+    archive = write_archive(tmp_path / "archive", records=240, keys=9, seed=11)
+    monkeypatch.setattr(pass_compute, "MIN_SHARED_RECORDS", 0)  # every pass shares its keys
+    monkeypatch.setattr(key_processes, "usable_processes", lambda wanted: wanted)  # (on any machine)
+    answered, sent, killing = [], [], []
+    real_receive, real_send = key_processes.KeyHelpers._receive, key_processes.KeyHelpers._send
+
+    def receive(child):
+        answer = real_receive(child)
+        answered.append(answer is not None and answer.num_rows > 0)
+        return answer
+
+    def send(child, request):
+        if sent and killing:  # the helper dies after its first share
+            child.kill()
+            child.wait()
+        sent.append(len(request))
+        return real_send(child, request)
+
+    monkeypatch.setattr(key_processes.KeyHelpers, "_receive", staticmethod(receive))
+    monkeypatch.setattr(key_processes.KeyHelpers, "_send", staticmethod(send))
+    runs = {}
+    for name, processes in (("alone", 1), ("shared", 2), ("killed", 2)):
+        killing[:] = [True] if name == "killed" else []
+        config = write_pipeline(
+            tmp_path / f"{name}.yaml", archive, tmp_path / name, late_output="side_output",
+            batch={"max_records": 20, "pass_max_records": 60, "driver_processes": processes},
+            **({"window": window, "trigger": {"type": "event_time"}} if window else {}),
+        )
+        done = cli("run", str(config), "--finalize")
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[name] = tables(spark, tmp_path / name)
+        if name == "shared":  # every pass: 240 records in 4 (the finalize joins the last)
+            assert len(sent) == 4 and all(answered), (sent, answered)
+        if name == "killed":
+            assert "key helper: gone; its keys run on the driver" in done.stderr
+        sent.clear()
+    assert runs["shared"] == runs["alone"]
+    assert runs["killed"] == runs["alone"]
+    assert len(runs["alone"]["late_events"]) > 0
