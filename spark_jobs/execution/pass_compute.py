@@ -94,7 +94,7 @@ class PassComputer:
         arrow = self.ingested_timeline(seq_start, seq_end) if staged is not None else None
         timeline = ["_seq", *timeline_columns(config)]
         on_driver = self.runs_on_driver(seq_end - seq_start)
-        shared = on_driver and seq_end - seq_start >= MIN_SHARED_RECORDS
+        shared = on_driver and self.shares_keys(seq_end - seq_start)
         if shared:
             self.helpers.start()  # (they import while the timelines are computed)
         staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
@@ -185,17 +185,27 @@ class PassComputer:
         timeline's, for this run's passes: none unless those passes run their keys on the driver
         and are too big to read ahead, when each would otherwise read its records from
         ``staging`` (1-2 s a pass of 1M records) while the ingest's first read collects them for
-        1-2 s at 10M (measured: BENCHMARKS.md). Starts ``helpers`` when it keeps any."""
+        1-2 s at 10M (measured: BENCHMARKS.md). Starts ``helpers`` when those passes will share
+        their keys (``shares_keys``)."""
         config = self.config
         pass_records = min(records, max(config.pass_max_records, self.batch_size))
         if pass_records < READ_AHEAD_RECORDS or not self.runs_on_driver(pass_records):
             return []
         if config.input_watermarks() is not None or self.spec.needs_element:
             return []  # two inputs' records; every raw line
-        # Those passes will share their keys with helper processes: started now, they are ready
-        # (imported) by the first pass.
-        self.helpers.start()
+        if self.shares_keys(pass_records):
+            # Those passes will share their keys with helper processes: started now, they are
+            # ready (imported) by the first pass.
+            self.helpers.start()
         return [c for c in self.record_columns() if c not in ("_seq", "_event_time")]
+
+    def shares_keys(self, records: int) -> bool:
+        """Whether a pass of ``records`` on the driver shares its keys with helper processes
+        (``batch.driver_processes``): big passes whose operator costs more per record than
+        sending the record to a helper, i.e. all but the fixed windows' kernel (~0.3 us a record:
+        a 10M tumbling replay's operator took 6.0 s alone, 9.0 s shared; sessions 37.9 -> 25.9 s)."""
+        return (records >= MIN_SHARED_RECORDS and self.helpers.enabled
+                and not window_kernel.supports(self.spec))
 
     def runs_on_driver(self, records: int) -> bool:
         """Whether a pass of ``records`` runs its keys on the driver (see the setting). The
