@@ -86,10 +86,13 @@ class KeyHelpers:
         self.processes = usable_processes(processes)
         self.children: list[subprocess.Popen] = []
         self.lock = threading.Lock()
+        self.failed = False
 
     @property
     def enabled(self) -> bool:
-        return self.processes > 1
+        """Whether passes share their keys: not after a helper failed (its failure would repeat
+        each pass: a function it cannot import, say), for the rest of the run."""
+        return self.processes > 1 and not self.failed
 
     def start(self) -> None:
         """Start the helpers (without waiting for them: they import while the driver works)."""
@@ -125,6 +128,7 @@ class KeyHelpers:
             if answer is None:
                 from .spark_batch import run_keys_on_driver
 
+                self.failed = True
                 answer = run_keys_on_driver(*share)
             outputs.append(answer)
         return [*outputs, mine]

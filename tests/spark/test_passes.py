@@ -284,6 +284,7 @@ def test_driver_passes_share_their_keys_with_helper_processes(spark, tmp_path, m
             assert len(sent) == (4 if shares else 0) and all(answered), (sent, answered)
         if name == "killed" and shares:
             assert "key helper: gone; its keys run on the driver" in done.stderr
+            assert len(sent) == 2  # none after the helper failed
         sent.clear()
     assert runs["shared"] == runs["alone"]
     assert runs["killed"] == runs["alone"]

@@ -66,6 +66,8 @@ def test_defaults():
     assert config.driver_pass_max_records == 1_000_000
     assert parse_config(with_("batch.sort_on_driver_max_records", 0)).sort_on_driver_max_records == 0
     assert parse_config(with_("batch.driver_pass_max_records", 0)).driver_pass_max_records == 0
+    assert config.driver_processes == 2
+    assert parse_config(with_("batch.driver_processes", 1)).driver_processes == 1
 
 
 @pytest.mark.parametrize(("path", "value", "field"), [
@@ -95,6 +97,7 @@ def test_defaults():
     ("batch.sort_on_driver_max_records", True, "batch.sort_on_driver_max_records"),
     ("batch.driver_pass_max_records", -1, "batch.driver_pass_max_records"),
     ("batch.driver_pass_max_records", "all", "batch.driver_pass_max_records"),
+    ("batch.driver_processes", 0, "batch.driver_processes"),
     ("batch.sort_on_cluster", True, "batch.sort_on_cluster"),
     ("maintenance.vacuum_retention_hours", 24, "maintenance.vacuum_retention_hours"),
 ])
