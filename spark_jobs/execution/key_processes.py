@@ -109,7 +109,8 @@ class KeyHelpers:
                 ))
 
     def run(self, shares: list[tuple[Any, ...]], local: Any) -> list[Any]:
-        """Each of ``shares`` (``run_keys_on_driver``'s arguments) in a helper, ``local()`` here
+        """Each of ``shares`` (``(runner, *its arguments)``: ``spark_batch.run_keys_on_driver``,
+        sent by reference) in a helper, ``local()`` here
         meanwhile; the helpers' outputs in order, then ``local``'s. A share whose helper fails
         runs here after.
 
@@ -126,10 +127,8 @@ class KeyHelpers:
         for index, share in enumerate(shares):
             answer = self._receive(self.children[index]) if index < len(sent) and sent[index] else None
             if answer is None:
-                from .spark_batch import run_keys_on_driver
-
                 self.failed = True
-                answer = run_keys_on_driver(*share)
+                answer = share[0](*share[1:])
             outputs.append(answer)
         return [*outputs, mine]
 
@@ -178,11 +177,11 @@ class KeyHelpers:
 
 
 def _request(
-    cloudpickle: Any, function: Any, keys: list[str], records: Any, state: Any, schema: Any
+    cloudpickle: Any, runner: Any, function: Any, keys: list[str], records: Any, state: Any, schema: Any
 ) -> bytes:
     """A share as sent: the tables as Arrow IPC, which writes a slice's own rows only (a pickled
     slice carries all of its parent's buffers: the whole pass, once per key)."""
-    return cloudpickle.dumps((function, keys, _ipc(records), _ipc(state), schema), protocol=5)
+    return cloudpickle.dumps((runner, function, keys, _ipc(records), _ipc(state), schema), protocol=5)
 
 
 def _ipc(table: Any) -> bytes:
@@ -201,8 +200,8 @@ def _table(data: bytes) -> Any:
 
 
 def serve(requests: BinaryIO, answers: BinaryIO) -> None:
-    """A helper's loop: run each share sent, answer ``(True, rows)`` or ``(False, traceback)``;
-    stop when the driver closes the pipe."""
+    """A helper's loop: run each share sent (its runner imported as it is unpickled), answer
+    ``(True, rows)`` or ``(False, traceback)``; stop when the driver closes the pipe."""
     import pickle
 
     # Imported before the first share comes, as the driver has them: what unpickling a share's
@@ -211,13 +210,12 @@ def serve(requests: BinaryIO, answers: BinaryIO) -> None:
     import pyarrow.compute  # noqa: F401
     from pyspark import cloudpickle  # noqa: F401
 
-    from ..core.engine import session_kernel, window_kernel  # noqa: F401
-    from .spark_batch import run_keys_on_driver
+    from ..core.engine import keyed, session_kernel, window_kernel  # noqa: F401
 
     while (request := _read(requests)) is not None:
         try:
-            function, keys, records, state, schema = pickle.loads(request)
-            answer = (True, _ipc(run_keys_on_driver(function, keys, _table(records), _table(state), schema)))
+            runner, function, keys, records, state, schema = pickle.loads(request)
+            answer = (True, _ipc(runner(function, keys, _table(records), _table(state), schema)))
         except Exception:  # reported to the driver, which runs the share itself
             answer = (False, traceback.format_exc())
         try:

@@ -216,7 +216,7 @@ def run_keys_on_driver(
         """A helper's arguments: its keys' records and state rows, as this function takes them."""
         parts = [record_groups[key][1] for key in chosen if key in record_groups]
         held = [state_groups[key][1] for key in chosen if key in state_groups]
-        return (function, keys, pa.concat_tables(parts or [no_records]),
+        return (run_keys_on_driver, function, keys, pa.concat_tables(parts or [no_records]),
                 pa.concat_tables(held or [no_state]), schema)
 
     outputs = helpers.run([share(chosen) for chosen in runs[:-1]], lambda: run(runs[-1]))
