@@ -215,7 +215,7 @@ class Timeline:
         for name in self._POINTS:
             try:
                 state[name] = np.asarray(state[name], dtype=np.int64)
-            except OverflowError:  # (timestamps are int64; kept as they are all the same)
+            except OverflowError:  # a point past int64 (none is expected): pickled as the list
                 pass
         return state
 

@@ -110,9 +110,8 @@ class KeyHelpers:
 
     def run(self, shares: list[tuple[Any, ...]], local: Any) -> list[Any]:
         """Each of ``shares`` (``(runner, *its arguments)``: ``spark_batch.run_keys_on_driver``,
-        sent by reference) in a helper, ``local()`` here
-        meanwhile; the helpers' outputs in order, then ``local``'s. A share whose helper fails
-        runs here after.
+        sent by reference) in a helper, ``local()`` here meanwhile; the helpers' outputs in order,
+        then ``local``'s. A share whose helper fails runs here after.
 
         Shares are sent before ``local`` starts and answers read after it ends, with no thread
         beside it: a thread's pipe writes would wait for the GIL at every pipe-full (64 KB) while

@@ -22,6 +22,7 @@ from ..core.engine.keyed import process_key_columns
 from ..core.engine.model import WindowStateRow
 from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline
+from .key_processes import DRIVER_EXTRA_SHARE, KEY_COST_RECORDS, share_cuts
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
 _SQL_TYPES = {"string": "STRING", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN"}
@@ -206,8 +207,6 @@ def run_keys_on_driver(
 
     if helpers is None or not helpers.enabled or len(ordered) < helpers.processes:
         return run(ordered)
-    from .key_processes import DRIVER_EXTRA_SHARE, KEY_COST_RECORDS, share_cuts
-
     weights = [len(record_groups.get(key, (None, no_records))[1]) + KEY_COST_RECORDS for key in ordered]
     bounds = [0, *share_cuts(weights, helpers.processes, DRIVER_EXTRA_SHARE), len(ordered)]
     runs = [ordered[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]
