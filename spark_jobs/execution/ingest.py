@@ -164,7 +164,6 @@ class Ingest:
                 for source, files in zip(sources, new_per_input, strict=True)
             )
         on_driver = bound <= collected
-        counted = None if on_driver else dict(records.groupBy("_file_index").count().collect())
         # One read: every accepted record's sort keys (driver numbering), and where the
         # quarantined lines are; the operator's columns too when this run's passes take their
         # records from here.
@@ -191,23 +190,20 @@ class Ingest:
         files = len(known) + len(new)
         file_indexes = {f.path: len(known) + i for i, f in enumerate(new)}  # as read() numbers them
         per_file_bad = np.bincount(bad.column("_file_index").to_numpy(), minlength=files)
-        if keys is not None:
-            per_file_records = np.bincount(keys.column("_file_index").to_numpy(), minlength=files)
-            if keys.num_rows > limit:  # (collected within DRIVER_SLACK: numbered on the cluster)
-                keys = None
-        else:
-            per_file_records = np.zeros(files, dtype=np.int64)
-            for file_index, count in (counted or {}).items():
-                per_file_records[file_index] = count
+        if keys is not None and keys.num_rows > limit:  # (collected within DRIVER_SLACK)
+            keys = None  # numbered on the cluster
+        clock.step("parsed")
+        ingested = None
+        numbered = number_records(self.spark, self.config, records, seq_base, keys)
+        per_file_records = np.zeros(files, dtype=np.int64)
+        for file_index, count in numbered.file_records.items():
+            per_file_records[file_index] = count
         accepted_count = int(per_file_records.sum())
         if keys is None and accepted_count:
             self.progress(
                 f"[{self.config.name}] {accepted_count} records: numbered on the cluster "
                 f"(over batch.sort_on_driver_max_records, {limit})"
             )
-        clock.step("parsed")
-        ingested = None
-        numbered = number_records(self.spark, self.config, records, seq_base, keys)
         if numbered.replay_order is not None:
             # This run's passes take their watermark timelines (and kept records) from here rather
             # than from staging.
@@ -241,8 +237,6 @@ class Ingest:
             **STAGING_LAYOUT,
         )
         numbered.close()
-        # Drops the cluster sort's copy of the records, if it made one.
-        self.spark.catalog.clearCache()
         clock.step("staged")
         crash_point("ingest:staged")
         quarantine.result()

@@ -12,7 +12,8 @@ and line make every sort key unique, so the order is total and repeatable.
 record looks its number up by its file and line (an array of positions per file, shipped to the
 executors as a file, looked up in the JVM). The full rows, raw lines included, are never
 shuffled or cached. An ingest of more than ``sort_on_driver_max_records`` records (a driver's
-memory is finite) sorts the full rows on the cluster instead; both give the same numbers.
+memory is finite) has its narrow keys sorted by Spark instead, and only each record's file and
+line collected in that order (8 bytes a record): the same positions file, the same numbers.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import struct
 import tempfile
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,7 +42,8 @@ RUNNING_MAX = "_running_max"
 # The JVM side of the numbering (spark_jobs/execution/jvm, built by `make setup`).
 _SEQUENCE_LOOKUP = "replay_sequence"
 _SEQUENCE_LOOKUP_CLASS = "replay.ingest.ReplaySequence"
-_ROW_BITS = 33  # monotonically_increasing_id() = (partition index << 33) + row in the partition
+#: Records whose positions are filled into the positions table at once (bounds the temporaries).
+_FILL_CHUNK = 4_000_000
 
 
 def order_columns(config: PipelineConfig) -> list[str]:
@@ -116,15 +118,16 @@ def in_replay_order(table: pa.Table) -> pa.Table:
 @dataclass
 class NumberedRecords:
     """The records with ``_seq``: sorted by it within each read task, unless every archive file
-    holds its records in replay order already; records sorted on the cluster are
-    range-partitioned."""
+    holds its records in replay order already."""
 
     frame: DataFrame
-    #: Numbered on the driver: the positions file the executors look the numbers up in,
-    #: removed by ``close`` once the frame is written.
+    #: The positions file the executors look the numbers up in, removed by ``close`` once the
+    #: frame is written.
     positions_file: str | None = None
     #: Numbered on the driver: the rows of the collected keys in replay order.
     replay_order: np.ndarray | None = None
+    #: How many records each archive file holds, by file index (files without any left out).
+    file_records: dict[int, int] = field(default_factory=dict)
 
     def close(self) -> None:
         if self.positions_file is not None:
@@ -155,43 +158,32 @@ def number_records(
 ) -> NumberedRecords:
     """``records`` numbered ``seq_base``, ``seq_base + 1``, ... in replay order.
 
-    ``keys`` holds every record's ``sort_key_columns`` collected on the driver; the records then
-    look their numbers up by file index and line, in the JVM (``ReplaySequence``), from a table
-    of 32-bit positions per file that the driver writes and Spark ships to the executors
+    ``keys`` holds every record's ``sort_key_columns`` collected on the driver, which sorts them;
+    ``keys=None`` (an ingest too big for the driver's memory) has Spark sort them and collects
+    each record's file index and line in that order. Either way the records then look their
+    numbers up by file index and line, in the JVM (``ReplaySequence``), from a table of 32-bit
+    positions per file that the driver writes and Spark ships to the executors
     (``SparkContext.addFile``; a Spark Connect client uploads it as a file artifact of its
-    session); the full rows never move. ``keys=None`` (an ingest too big for
-    the driver's memory) sorts the full rows on the cluster instead; both give the same numbers.
+    session); the full rows never move.
     """
     order = order_columns(config)
+    replay_order = None
     if keys is None:
-        return NumberedRecords(_number_on_cluster(records, order, seq_base))
-    from pyspark.sql import functions as F
-
-    positions = replay_positions(keys.select(key_columns(order)), order)
-    if len(positions) >= 2**31:
-        raise ValueError("an ingest numbered on the driver holds fewer than 2**31 records")
-    replay_order = np.empty(len(positions), dtype=np.int32)
-    replay_order[positions] = np.arange(len(positions), dtype=np.int32)
-    files = keys.column("_file_index").to_numpy()
-    lines = keys.column("_line").to_numpy()
-    within_file = np.lexsort((lines, files))
-    files, lines, positions = files[within_file], lines[within_file], positions[within_file]
-    del within_file
-    folder = tempfile.mkdtemp(prefix="replay-order-")
-    path = os.path.join(folder, f"positions-{uuid.uuid4().hex}.bin")
-    in_order = True  # does every file hold its records in replay order?
-    with open(path, "wb") as out:
-        runs = _runs(files)
-        out.write(b"RPOS" + struct.pack("<i", len(runs)))
-        for start, end in runs:
-            first = int(lines[start])
-            table = np.full(int(lines[end - 1]) - first + 1, -1, dtype="<i4")
-            table[lines[start:end] - first] = positions[start:end]
-            out.write(struct.pack("<iqi", int(files[start]), first, len(table)))
-            out.write(table.tobytes())
-            in_order = in_order and bool(np.all(np.diff(positions[start:end]) > 0))
+        files, lines = _replay_order_on_cluster(records, order)
+        positions = None
+    else:
+        positions = replay_positions(keys.select(key_columns(order)), order)
+        if len(positions) >= 2**31:
+            raise ValueError("an ingest numbered on the driver holds fewer than 2**31 records")
+        replay_order = np.empty(len(positions), dtype=np.int32)
+        replay_order[positions] = np.arange(len(positions), dtype=np.int32)
+        files = keys.column("_file_index").to_numpy()
+        lines = keys.column("_line").to_numpy()
+    path, in_order, file_records = _write_positions(files, lines, positions)
     del positions, files, lines
     _give_back_freed_memory()
+    from pyspark.sql import functions as F
+
     if is_connect(spark):
         spark.addArtifacts(path, file=True)  # the session's own files on the server
     else:
@@ -206,7 +198,74 @@ def number_records(
     # of partition logs), they need no sort to be stored in ranges of _seq.
     if not in_order:
         numbered = numbered.sortWithinPartitions("_seq")
-    return NumberedRecords(numbered, path, replay_order)
+    return NumberedRecords(numbered, path, replay_order, file_records)
+
+
+def _write_positions(
+    files: np.ndarray, lines: np.ndarray, positions: np.ndarray | None
+) -> tuple[str, bool, dict[int, int]]:
+    """The positions file ``ReplaySequence`` reads (per archive file, one int32 position per line
+    from its first record's), in a new temporary folder; whether every archive file holds its
+    records in replay order; how many records each file holds. Row ``i`` is the record at
+    ``(files[i], lines[i])``, whose position is ``positions[i]`` (None: ``i``, the rows being in
+    replay order).
+
+    Each record's slot is computed, not found by sorting the records by file and line: a flat
+    table with each file's lines at an offset, filled in chunks (at 100M records, 400 MB)."""
+    if len(files) >= 2**31:
+        raise ValueError("an ingest holds fewer than 2**31 records")
+    spans = pa.table({"file": files, "line": lines}).group_by("file").aggregate(
+        [("line", "min"), ("line", "max"), ("line", "count")]
+    ).sort_by("file")
+    indexes = spans.column("file").to_numpy()
+    firsts = spans.column("line_min").to_numpy().astype(np.int64)
+    lengths = spans.column("line_max").to_numpy().astype(np.int64) - firsts + 1
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    if len(indexes) and lengths.max() >= 2**31:
+        raise ValueError("an archive file holds fewer than 2**31 lines")
+    # Where a file's first line sits in the flat table, by file index.
+    base = np.zeros(int(indexes.max()) + 1 if len(indexes) else 0, dtype=np.int64)
+    base[indexes] = offsets[:-1] - firsts
+    table = np.full(int(offsets[-1]), -1, dtype="<i4")
+    for start in range(0, len(files), _FILL_CHUNK):
+        end = min(start + _FILL_CHUNK, len(files))
+        slots = base[files[start:end]] + lines[start:end]
+        table[slots] = (np.arange(start, end, dtype=np.int32) if positions is None
+                        else positions[start:end].astype(np.int32))
+    folder = tempfile.mkdtemp(prefix="replay-order-")
+    path = os.path.join(folder, f"positions-{uuid.uuid4().hex}.bin")
+    in_order = True
+    with open(path, "wb") as out:
+        out.write(b"RPOS" + struct.pack("<i", len(indexes)))
+        for index, first, length, offset in zip(indexes.tolist(), firsts.tolist(), lengths.tolist(),
+                                                offsets[:-1].tolist(), strict=True):
+            own = table[offset:offset + length]
+            out.write(struct.pack("<iqi", index, first, length))
+            out.write(own.tobytes())
+            held = own[own >= 0]
+            in_order = in_order and bool(np.all(held[1:] > held[:-1]))
+    counts = dict(zip(indexes.tolist(), spans.column("line_count").to_pylist(), strict=True))
+    return path, in_order, counts
+
+
+def _replay_order_on_cluster(records: DataFrame, order: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every record's file index and line, in replay order: the narrow sort keys sorted by Spark
+    (for ingests too big to sort on the driver), then only the file and line collected (8 bytes a
+    record). The full rows are never shuffled."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    narrow = records.select(*key_columns(order))
+    if RUNNING_MAX in order:
+        so_far = (
+            Window.partitionBy("_input").orderBy("_file_index", "_line")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        )
+        narrow = narrow.withColumn(RUNNING_MAX, F.max("_event_time").over(so_far))
+    ordered = narrow.orderBy(*order).select(
+        F.col("_file_index").cast("int"), F.col("_line").cast("long")
+    ).toArrow()
+    return ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
 
 
 def _give_back_freed_memory() -> None:
@@ -219,39 +278,3 @@ def _give_back_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to trim
         pass
-
-
-def _number_on_cluster(records: DataFrame, order: list[str], seq_base: int) -> DataFrame:
-    """The same numbering by a global sort of the full rows (for ingests too big for the driver)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    if RUNNING_MAX in order:
-        so_far = (
-            Window.partitionBy("_input").orderBy("_file_index", "_line")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        )
-        records = records.withColumn(RUNNING_MAX, F.max("_event_time").over(so_far))
-    ordered = (
-        records.orderBy(*order)
-        .withColumn("_mid", F.monotonically_increasing_id())
-        .persist(StorageLevel.DISK_ONLY)  # the whole ingest: see sources.read_archive
-    )
-    # monotonically_increasing_id is (partition << 33) + row: turn it into a dense rank.
-    chunks = (
-        ordered.groupBy(F.shiftright("_mid", _ROW_BITS).alias("pid"))
-        .agg(F.count("*").alias("n"), F.min("_mid").alias("first"))
-        .orderBy("pid")
-        .collect()
-    )
-    seq = F.lit(None).cast("long")
-    running = seq_base
-    pid = F.shiftright("_mid", _ROW_BITS)
-    for row in chunks:
-        seq = F.when(pid == row["pid"], F.col("_mid") - F.lit(row["first"]) + F.lit(running)).otherwise(seq)
-        running += row["n"]
-    numbered = ordered.withColumn("_seq", seq).drop("_mid")
-    if RUNNING_MAX in order:
-        numbered = numbered.drop(RUNNING_MAX)
-    return numbered.sortWithinPartitions("_seq")

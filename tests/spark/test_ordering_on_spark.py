@@ -1,5 +1,5 @@
-"""number_records: the driver's narrow sort and the cluster's full-row sort number every record
-the same, for each replay order, whatever the partitioning of the records."""
+"""number_records: the narrow sort keys sorted on the driver and on the cluster number every
+record the same, for each replay order, whatever the partitioning of the records."""
 
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -103,3 +105,52 @@ def test_two_inputs_without_ingest_time_merge_by_the_earlier_next_record(rows):
         expected[queues[name][heads[name]]] = position
         heads[name] += 1
     assert got.tolist() == expected
+
+
+def read_positions(path):
+    """The positions file as ``ReplaySequence`` reads it: {(file index, line): position}."""
+    import struct
+
+    found = {}
+    with open(path, "rb") as source:
+        assert source.read(4) == b"RPOS"
+        (files,) = struct.unpack("<i", source.read(4))
+        for _ in range(files):
+            index, first, length = struct.unpack("<iqi", source.read(16))
+            table = struct.unpack(f"<{length}i", source.read(4 * length))
+            found.update({(index, first + at): position for at, position in enumerate(table)
+                          if position >= 0})
+        assert source.read() == b""
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(cells=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 5_000)), max_size=80, unique=True),
+       data=st.data())
+def test_positions_file_holds_each_records_position(cells, data):
+    """Each record's position at its file and line, whether given (the driver's sort) or the rows'
+    order (the cluster's); "in order" when every file's records have rising positions by line."""
+    import shutil
+
+    import numpy as np
+
+    from spark_jobs.execution.ordering import _write_positions
+
+    order = data.draw(st.permutations(range(len(cells))))
+    files = np.array([file for file, _ in cells], dtype=np.int32)
+    lines = np.array([line for _, line in cells], dtype=np.int64)
+    expected = {cell: position for cell, position in zip(cells, order, strict=True)}
+    rising = all(expected[a] < expected[b] for a in cells for b in cells if a[0] == b[0] and a[1] < b[1])
+    path, in_order, counts = _write_positions(files, lines, np.array(order, dtype=np.int64))
+    try:
+        assert read_positions(path) == expected and in_order is rising
+        assert counts == {file: sum(1 for f, _ in cells if f == file) for file, _ in cells}
+    finally:
+        shutil.rmtree(os.path.dirname(path))
+    replayed = sorted(range(len(cells)), key=order.__getitem__)  # the rows in replay order
+    path, in_order, counts = _write_positions(files[replayed], lines[replayed], None)
+    try:
+        assert read_positions(path) == expected and in_order is rising
+        assert counts == {file: sum(1 for f, _ in cells if f == file) for file, _ in cells}
+    finally:
+        shutil.rmtree(os.path.dirname(path))
