@@ -137,7 +137,7 @@ class KeyHelpers:
             _write(child.stdin, request)
             return True
         except OSError:  # (BrokenPipeError: it died)
-            print("key helper: gone; its keys run on the driver", file=sys.stderr, flush=True)
+            _report_gone()
             return False
 
     @staticmethod
@@ -150,7 +150,7 @@ class KeyHelpers:
         except OSError:
             payload = None
         if payload is None:
-            print("key helper: gone; its keys run on the driver", file=sys.stderr, flush=True)
+            _report_gone()
             return None
         ok, value = pickle.loads(payload)
         if not ok:
@@ -173,6 +173,10 @@ class KeyHelpers:
                     child.wait()
                 child.stdout.close()
             self.children = []
+
+
+def _report_gone() -> None:
+    print("key helper: gone; its keys run on the driver", file=sys.stderr, flush=True)
 
 
 def _request(
