@@ -262,8 +262,9 @@ def _replay_order_on_cluster(records: DataFrame, order: list[str]) -> tuple[np.n
             .rowsBetween(Window.unboundedPreceding, Window.currentRow)
         )
         narrow = narrow.withColumn(RUNNING_MAX, F.max("_event_time").over(so_far))
+    # (a line number past 2**31 fails the cast, as a file that long would fail the positions file)
     ordered = narrow.orderBy(*order).select(
-        F.col("_file_index").cast("int"), F.col("_line").cast("long")
+        F.col("_file_index").cast("int"), F.col("_line").cast("int")
     ).toArrow()
     return ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
 
