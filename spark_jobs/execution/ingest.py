@@ -22,7 +22,14 @@ from ..exceptions import ArchiveChangedError
 from .archive_delta import check_delta_unchanged, list_delta
 from .archive_files import change_of
 from .faults import crash_point
-from .ordering import driver_key_columns, number_records, timeline_columns
+from .ordering import (
+    driver_key_columns,
+    lines_in_replay_order,
+    number_records,
+    order_columns,
+    sort_key_columns,
+    timeline_columns,
+)
 from .passes import Progress, RunSummary, profile
 from .recovery import committed_log
 from .state.delta import DeltaStore
@@ -36,6 +43,9 @@ STAGING_LAYOUT = {"row_group_bytes": 2 << 20, "unique_columns": ("_raw", "_id")}
 #: (each its shortest possible record) has its keys collected by the first read without counting
 #: its lines first: a read of the archive less (2 s of a fresh 10M replay, whose 1.6 GB allow 23M).
 DRIVER_SLACK = 1.25
+
+#: Where the quarantined lines are, as the quarantine's own read of the archive takes them.
+QUARANTINED_LINES = pa.schema([("_file_index", pa.int32()), ("_line", pa.int64())])
 
 #: ``source_files``' columns, a row per ingested archive file (its ``etag`` came after the first
 #: release's tables, which gain it by schema evolution).
@@ -166,26 +176,27 @@ class Ingest:
         on_driver = bound <= collected
         # One read: every accepted record's sort keys (driver numbering), and where the
         # quarantined lines are; the operator's columns too when this run's passes take their
-        # records from here.
+        # records from here. Past the driver's limit the same read has Spark sort the lines' keys.
         kept = kept_columns(bound) if on_driver else []
         if on_driver:
             wanted = list(dict.fromkeys([*driver_key_columns(self.config), *kept]))
         else:
-            wanted = ["_file_index", "_line"]
+            wanted = sort_key_columns(self.config)
         probe = union([
             tag(checked.frame).select(F.col("_outcome").isNull().alias("_ok"), *wanted)
             for checked, tag in parts
         ])
-        if not on_driver:
-            probe = probe.where(~F.col("_ok"))
-        outcomes = probe.toArrow()
+        outcomes = probe.toArrow() if on_driver else lines_in_replay_order(probe, order_columns(self.config))
         for name in kept:  # (encoded before the rows are filtered and reordered: cheaper to copy)
             index = outcomes.schema.get_field_index(name)
             if pa.types.is_string(outcomes.schema.types[index]):
                 outcomes = outcomes.set_column(index, name, outcomes.column(index).dictionary_encode())
         ok = outcomes.column("_ok").to_numpy(zero_copy_only=False)
-        keys = outcomes.filter(ok).drop_columns(["_ok"]) if on_driver else None
-        bad = outcomes.filter(~ok).select(["_file_index", "_line"])
+        accepted_lines = outcomes.filter(ok).drop_columns(["_ok"])
+        # The driver sorts the keys it collected; Spark's sort left the rest in replay order.
+        keys, ordered = (accepted_lines, None) if on_driver else (None, accepted_lines)
+        del accepted_lines
+        bad = outcomes.filter(~ok).select(["_file_index", "_line"]).cast(QUARANTINED_LINES)
         del outcomes
         files = len(known) + len(new)
         file_indexes = {f.path: len(known) + i for i, f in enumerate(new)}  # as read() numbers them
@@ -194,7 +205,8 @@ class Ingest:
             keys = None  # numbered on the cluster
         clock.step("parsed")
         ingested = None
-        numbered = number_records(self.spark, self.config, records, seq_base, keys)
+        numbered = number_records(self.spark, self.config, records, seq_base, keys, ordered)
+        del ordered
         per_file_records = np.zeros(files, dtype=np.int64)
         for file_index, count in numbered.file_records.items():
             per_file_records[file_index] = count

@@ -154,7 +154,7 @@ def driver_key_columns(config: PipelineConfig) -> list[str]:
 
 def number_records(
     spark: SparkSession, config: PipelineConfig, records: DataFrame, seq_base: int,
-    keys: pa.Table | None,
+    keys: pa.Table | None, ordered: pa.Table | None = None,
 ) -> NumberedRecords:
     """``records`` numbered ``seq_base``, ``seq_base + 1``, ... in replay order.
 
@@ -164,12 +164,16 @@ def number_records(
     numbers up by file index and line, in the JVM (``ReplaySequence``), from a table of 32-bit
     positions per file that the driver writes and Spark ships to the executors
     (``SparkContext.addFile``; a Spark Connect client uploads it as a file artifact of its
-    session); the full rows never move.
+    session); the full rows never move. ``ordered`` (with ``keys=None``): the records' file
+    indexes and lines in replay order already (``lines_in_replay_order``'s accepted rows).
     """
     order = order_columns(config)
     replay_order = None
     if keys is None:
-        files, lines = _replay_order_on_cluster(records, order)
+        if ordered is None:
+            files, lines = _replay_order_on_cluster(records, order)
+        else:
+            files, lines = ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
         positions = None
     else:
         positions = replay_positions(keys.select(key_columns(order)), order)
@@ -248,24 +252,34 @@ def _write_positions(
     return path, in_order, counts
 
 
-def _replay_order_on_cluster(records: DataFrame, order: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Every record's file index and line, in replay order: the narrow sort keys sorted by Spark
-    (for ingests too big to sort on the driver), then only the file and line collected (8 bytes a
-    record). The full rows are never shuffled."""
+def lines_in_replay_order(lines: DataFrame, order: list[str]) -> pa.Table:
+    """``lines`` (checked archive lines: ``_ok`` and ``sort_key_columns``) sorted by Spark into
+    replay order, for ingests too big to sort on the driver; collected as ``_ok``, ``_file_index``
+    and ``_line`` (9 bytes a line). The full rows are never shuffled. Rejected lines (not ``_ok``)
+    land anywhere: the accepted ones are in replay order among themselves (a running maximum
+    counts accepted lines only)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    narrow = records.select(*key_columns(order))
+    narrow = lines.select("_ok", *key_columns(order))
     if RUNNING_MAX in order:
         so_far = (
             Window.partitionBy("_input").orderBy("_file_index", "_line")
             .rowsBetween(Window.unboundedPreceding, Window.currentRow)
         )
-        narrow = narrow.withColumn(RUNNING_MAX, F.max("_event_time").over(so_far))
+        accepted_time = F.when(F.col("_ok"), F.col("_event_time"))
+        narrow = narrow.withColumn(RUNNING_MAX, F.max(accepted_time).over(so_far))
     # (a line number past 2**31 fails the cast, as a file that long would fail the positions file)
-    ordered = narrow.orderBy(*order).select(
-        F.col("_file_index").cast("int"), F.col("_line").cast("int")
+    return narrow.orderBy(*order).select(
+        "_ok", F.col("_file_index").cast("int"), F.col("_line").cast("int")
     ).toArrow()
+
+
+def _replay_order_on_cluster(records: DataFrame, order: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Every record's file index and line, in replay order (``lines_in_replay_order``)."""
+    from pyspark.sql import functions as F
+
+    ordered = lines_in_replay_order(records.withColumn("_ok", F.lit(True)), order)
     return ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
 
 

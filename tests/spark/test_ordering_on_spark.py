@@ -74,3 +74,39 @@ def test_no_records(spark, tmp_path):
     frame = spark.createDataFrame([], "_file_index int, _line bigint, _ingest_time bigint, "
                                       "_partition string, _offset bigint")
     assert numbering(config, frame, seq_base=5) == {"driver": {}, "cluster": {}}
+
+
+@pytest.mark.parametrize("ingest_time", [True, False])
+def test_rejected_lines_sorted_with_the_records_leave_their_order_alone(spark, tmp_path, ingest_time):
+    """Past the driver's limit the ingest sorts every checked line's keys at once: the rejected
+    lines (with whatever keys they have: a far-future event time would raise a running maximum)
+    fall out, and the accepted ones are in the order the driver gives them alone."""
+    import numpy as np
+
+    from spark_jobs.execution.ordering import lines_in_replay_order, order_columns, replay_positions
+
+    rng = random.Random(11)
+    rows = []
+    for file_index in range(4):
+        for line in range(1, 90):
+            ok = rng.random() > 0.2
+            event_time = rng.randrange(0, 50_000) if ok else rng.choice([None, 10**12])
+            rows.append((ok, file_index % 2, file_index, line, event_time,
+                         rng.randrange(0, 20), str(rng.randrange(12)), line))
+    lines = spark.createDataFrame(rows, "_ok boolean, _input long, _file_index int, _line bigint, "
+                                        "_event_time bigint, _ingest_time bigint, _partition string, "
+                                        "_offset bigint").repartition(3)
+    config = load_config(write_pipeline(tmp_path / "p.yaml", tmp_path, tmp_path / "out"))
+    source = config.source if ingest_time else replace(config.source, ingest_time=None)
+    config = replace(config, source=source, join=object())
+    order = order_columns(config)
+    got = lines_in_replay_order(lines, order)
+    ok = got.column("_ok").to_numpy(zero_copy_only=False)
+    assert got.num_rows == len(rows) and (~ok).sum() == sum(1 for row in rows if not row[0])
+    accepted = [row for row in rows if row[0]]
+    keys = spark.createDataFrame(accepted, lines.schema).drop("_ok").toArrow()
+    positions = replay_positions(keys, order)
+    expected = [(row[2], row[3]) for row in np.array(accepted, dtype=object)[np.argsort(positions)]]
+    found = got.filter(ok)
+    assert list(zip(found.column("_file_index").to_pylist(), found.column("_line").to_pylist(),
+                    strict=True)) == expected
