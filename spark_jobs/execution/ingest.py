@@ -24,6 +24,7 @@ from .archive_files import change_of
 from .faults import crash_point
 from .ordering import (
     driver_key_columns,
+    give_back_freed_memory,
     lines_in_replay_order,
     number_records,
     order_columns,
@@ -192,10 +193,9 @@ class Ingest:
             if pa.types.is_string(outcomes.schema.types[index]):
                 outcomes = outcomes.set_column(index, name, outcomes.column(index).dictionary_encode())
         ok = outcomes.column("_ok").to_numpy(zero_copy_only=False)
-        accepted_lines = outcomes.filter(ok).drop_columns(["_ok"])
-        # The driver sorts the keys it collected; Spark's sort left the rest in replay order.
-        keys, ordered = (accepted_lines, None) if on_driver else (None, accepted_lines)
-        del accepted_lines
+        # The driver sorts the keys it collected; Spark's sort left the lines in replay order.
+        keys = outcomes.filter(ok).drop_columns(["_ok"]) if on_driver else None
+        ordered = None if on_driver else outcomes
         bad = outcomes.filter(~ok).select(["_file_index", "_line"]).cast(QUARANTINED_LINES)
         del outcomes
         files = len(known) + len(new)
@@ -224,7 +224,9 @@ class Ingest:
             index = columns.schema.get_field_index("_partition")
             columns = columns.set_column(index, "_partition", columns.column(index).dictionary_encode())
             ingested = (seq_base, batch_base, columns.take(numbered.replay_order))
+            del columns
         del keys
+        give_back_freed_memory()  # the collected keys (up to GBs), before the passes take over
         clock.step("numbered")
         # The quarantined lines, known by now, are read again on their own, beside the staging
         # write: both are idempotent (replaced by ingest id) until source_files commits the ingest.

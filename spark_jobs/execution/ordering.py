@@ -164,16 +164,18 @@ def number_records(
     numbers up by file index and line, in the JVM (``ReplaySequence``), from a table of 32-bit
     positions per file that the driver writes and Spark ships to the executors
     (``SparkContext.addFile``; a Spark Connect client uploads it as a file artifact of its
-    session); the full rows never move. ``ordered`` (with ``keys=None``): the records' file
-    indexes and lines in replay order already (``lines_in_replay_order``'s accepted rows).
+    session); the full rows never move. ``ordered`` (with ``keys=None``): the records' lines in
+    replay order already, as ``lines_in_replay_order`` collects them (its rejected lines skipped).
     """
+    from pyspark.sql import functions as F
+
     order = order_columns(config)
-    replay_order = None
+    replay_order, accepted = None, None
     if keys is None:
         if ordered is None:
-            files, lines = _replay_order_on_cluster(records, order)
-        else:
-            files, lines = ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
+            ordered = lines_in_replay_order(records.withColumn("_ok", F.lit(True)), order)
+        files, lines = ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
+        accepted = ordered.column("_ok").to_numpy(zero_copy_only=False)
         positions = None
     else:
         positions = replay_positions(keys.select(key_columns(order)), order)
@@ -183,10 +185,9 @@ def number_records(
         replay_order[positions] = np.arange(len(positions), dtype=np.int32)
         files = keys.column("_file_index").to_numpy()
         lines = keys.column("_line").to_numpy()
-    path, in_order, file_records = _write_positions(files, lines, positions)
-    del positions, files, lines
-    _give_back_freed_memory()
-    from pyspark.sql import functions as F
+    path, in_order, file_records = _write_positions(files, lines, positions, accepted)
+    del positions, files, lines, accepted
+    give_back_freed_memory()
 
     if is_connect(spark):
         spark.addArtifacts(path, file=True)  # the session's own files on the server
@@ -206,36 +207,56 @@ def number_records(
 
 
 def _write_positions(
-    files: np.ndarray, lines: np.ndarray, positions: np.ndarray | None
+    files: np.ndarray, lines: np.ndarray, positions: np.ndarray | None, accepted: np.ndarray | None = None,
 ) -> tuple[str, bool, dict[int, int]]:
     """The positions file ``ReplaySequence`` reads (per archive file, one int32 position per line
     from its first record's), in a new temporary folder; whether every archive file holds its
     records in replay order; how many records each file holds. Row ``i`` is the record at
-    ``(files[i], lines[i])``, whose position is ``positions[i]`` (None: ``i``, the rows being in
-    replay order).
+    ``(files[i], lines[i])``, whose position is ``positions[i]``; with ``positions=None`` the rows
+    are in replay order, and only those ``accepted`` (a mask; None: all) are records.
 
     Each record's slot is computed, not found by sorting the records by file and line: a flat
-    table with each file's lines at an offset, filled in chunks (at 100M records, 400 MB)."""
+    table with each file's lines at an offset, filled in chunks (at 100M records, 400 MB), so
+    that nothing the size of the input is copied."""
     if len(files) >= 2**31:
         raise ValueError("an ingest holds fewer than 2**31 records")
-    spans = pa.table({"file": files, "line": lines}).group_by("file").aggregate(
-        [("line", "min"), ("line", "max"), ("line", "count")]
-    ).sort_by("file")
-    indexes = spans.column("file").to_numpy()
-    firsts = spans.column("line_min").to_numpy().astype(np.int64)
-    lengths = spans.column("line_max").to_numpy().astype(np.int64) - firsts + 1
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
+
+    def chunks():
+        """``(files, lines, positions)`` of the records, chunk by chunk."""
+        done = 0
+        for start in range(0, len(files), _FILL_CHUNK):
+            end = min(start + _FILL_CHUNK, len(files))
+            chunk_files, chunk_lines = files[start:end], lines[start:end]
+            if positions is not None:
+                yield chunk_files, chunk_lines, positions[start:end].astype(np.int32)
+                continue
+            if accepted is not None:
+                mask = accepted[start:end]
+                chunk_files, chunk_lines = chunk_files[mask], chunk_lines[mask]
+            yield chunk_files, chunk_lines, np.arange(done, done + len(chunk_files), dtype=np.int32)
+            done += len(chunk_files)
+
+    indexes = firsts = lengths = np.zeros(0, dtype=np.int64)
+    counts: dict[int, int] = {}
+    per_chunk = [pa.table({"file": chunk_files, "line": chunk_lines}).group_by("file").aggregate(
+        [("line", "min"), ("line", "max"), ("line", "count")]) for chunk_files, chunk_lines, _ in chunks()]
+    if per_chunk:
+        spans = pa.concat_tables(per_chunk).group_by("file").aggregate(
+            [("line_min", "min"), ("line_max", "max"), ("line_count", "sum")]
+        ).sort_by("file")
+        indexes = spans.column("file").to_numpy()
+        firsts = spans.column("line_min_min").to_numpy().astype(np.int64)
+        lengths = spans.column("line_max_max").to_numpy().astype(np.int64) - firsts + 1
+        counts = dict(zip(indexes.tolist(), spans.column("line_count_sum").to_pylist(), strict=True))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     if len(indexes) and lengths.max() >= 2**31:
         raise ValueError("an archive file holds fewer than 2**31 lines")
     # Where a file's first line sits in the flat table, by file index.
     base = np.zeros(int(indexes.max()) + 1 if len(indexes) else 0, dtype=np.int64)
     base[indexes] = offsets[:-1] - firsts
     table = np.full(int(offsets[-1]), -1, dtype="<i4")
-    for start in range(0, len(files), _FILL_CHUNK):
-        end = min(start + _FILL_CHUNK, len(files))
-        slots = base[files[start:end]] + lines[start:end]
-        table[slots] = (np.arange(start, end, dtype=np.int32) if positions is None
-                        else positions[start:end].astype(np.int32))
+    for chunk_files, chunk_lines, chunk_positions in chunks():
+        table[base[chunk_files] + chunk_lines] = chunk_positions
     folder = tempfile.mkdtemp(prefix="replay-order-")
     path = os.path.join(folder, f"positions-{uuid.uuid4().hex}.bin")
     in_order = True
@@ -248,7 +269,6 @@ def _write_positions(
             out.write(own.tobytes())
             held = own[own >= 0]
             in_order = in_order and bool(np.all(held[1:] > held[:-1]))
-    counts = dict(zip(indexes.tolist(), spans.column("line_count").to_pylist(), strict=True))
     return path, in_order, counts
 
 
@@ -275,17 +295,9 @@ def lines_in_replay_order(lines: DataFrame, order: list[str]) -> pa.Table:
     ).toArrow()
 
 
-def _replay_order_on_cluster(records: DataFrame, order: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Every record's file index and line, in replay order (``lines_in_replay_order``)."""
-    from pyspark.sql import functions as F
-
-    ordered = lines_in_replay_order(records.withColumn("_ok", F.lit(True)), order)
-    return ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
-
-
-def _give_back_freed_memory() -> None:
-    """Return the sort's freed memory to the system (~0.5 GB at 10M records, else kept by the
-    allocators for the rest of the run)."""
+def give_back_freed_memory() -> None:
+    """Return freed memory to the system (the sort's: ~0.5 GB at 10M records), else kept by the
+    allocators for the rest of the run."""
     import ctypes
 
     pa.default_memory_pool().release_unused()

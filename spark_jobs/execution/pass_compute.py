@@ -99,16 +99,23 @@ class PassComputer:
             self.helpers.start()  # (they import while the timelines are computed)
         staged_rows = None  # the pass's staged rows on the driver (with late events' columns if written)
         ahead_read = 0.0  # seconds reading them (a records_read step)
-        if staged is not None and on_driver and seq_end - seq_start < READ_AHEAD_RECORDS:
+        small = seq_end - seq_start < READ_AHEAD_RECORDS
+        big_rows = None  # a big pass's records and timeline from staging, in one read
+        if staged is not None and on_driver and small:
             late = late_source_columns(self.config) if config.late_output == "side_output" else []
             wanted = [*record_columns, *late, *(timeline if arrow is None else [])]
             mark = time.time()
             staged_rows = self.driver_records(list(dict.fromkeys(wanted)), seq_start, seq_end)
             ahead_read = time.time() - mark
+        elif staged is not None and on_driver and arrow is None:
+            # (Its late records' raw lines are fetched by their numbers: not a million of them.)
+            mark = time.time()
+            big_rows = self.store.staged_rows(list(dict.fromkeys([*timeline, *record_columns])),
+                                              seq_start, seq_end)
+            ahead_read = time.time() - mark
         if staged is not None and arrow is None:
-            arrow = staged_rows.select(timeline) if staged_rows is not None else collect_in_replay_order(
-                staged, *timeline
-            )
+            read = staged_rows if staged_rows is not None else big_rows
+            arrow = read.select(timeline) if read is not None else collect_in_replay_order(staged, *timeline)
         steps = {"timeline_read": time.time() - started - ahead_read}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
         ingest = None
@@ -139,8 +146,8 @@ class PassComputer:
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
         if on_driver:
-            if staged_rows is not None:
-                rows = staged_rows.select(record_columns)
+            if staged_rows is not None or big_rows is not None:
+                rows = (staged_rows if staged_rows is not None else big_rows).select(record_columns)
             else:
                 rows = self.ingested_records(arrow, seq_start, seq_end)
                 if rows is None:

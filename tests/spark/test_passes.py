@@ -193,7 +193,8 @@ def test_each_commit_row_records_what_window_latest_holds(spark, tmp_path):
 def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypatch):
     """Passes that run on the driver and are too big to read ahead take their records from what
     the ingest's first read collected beside the sort keys, not from ``staging``: the same rows
-    (columns, types, order, values) as staging holds, and so the same tables."""
+    (columns, types, order, values) as staging holds, and so the same tables. Those the ingest
+    did not cover read their timeline's and records' columns from ``staging`` at once."""
     from spark_jobs.execution import pass_compute
 
     archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
@@ -214,10 +215,21 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
         return rows
 
     monkeypatch.setattr(pass_compute.PassComputer, "ingested_records", compared)
+    read_once = []
+    real_staged_rows = pass_compute.DeltaStore.staged_rows
+
+    def staged_rows(self, columns, seq_start, seq_end):
+        if "_partition" in columns and "user" in columns:  # a timeline's and a record's columns
+            read_once.append((seq_start, seq_end))
+        return real_staged_rows(self, columns, seq_start, seq_end)
+
+    monkeypatch.setattr(pass_compute.DeltaStore, "staged_rows", staged_rows)
     runs = {}
-    for name in ("kept", "staged"):
+    for name in ("kept", "staged", "read once"):
         if name == "staged":
             monkeypatch.setattr(pass_compute.PassComputer, "kept_record_columns", lambda self, records: [])
+        if name == "read once":  # as a run that did not ingest its passes' records (resumed, later)
+            monkeypatch.setattr(pass_compute.PassComputer, "ingested_timeline", lambda self, *seqs: None)
         config = write_pipeline(
             tmp_path / f"{name}.yaml", archive, tmp_path / name,
             batch={"max_records": 20, "pass_max_records": 60}, late_output="side_output",
@@ -226,7 +238,8 @@ def test_big_passes_take_their_records_from_the_ingest(spark, tmp_path, monkeypa
         assert done.returncode == 0, done.stderr[-3000:]
         runs[name] = tables(spark, tmp_path / name)
     assert taken == [(0, 60), (60, 120)]  # the "kept" run's two passes; the "staged" run's none
-    assert runs["kept"] == runs["staged"]
+    assert read_once == [(0, 60), (60, 120)]  # the last run's: one staging read a pass
+    assert runs["kept"] == runs["staged"] == runs["read once"]
     assert len(runs["kept"]["late_events"]) > 0 and len(runs["kept"]["quarantine"]) == 1
 
 

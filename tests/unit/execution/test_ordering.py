@@ -148,7 +148,15 @@ def test_positions_file_holds_each_records_position(cells, data):
     finally:
         shutil.rmtree(os.path.dirname(path))
     replayed = sorted(range(len(cells)), key=order.__getitem__)  # the rows in replay order
-    path, in_order, counts = _write_positions(files[replayed], lines[replayed], None)
+    # ... with rejected lines among them (lines no record has), skipped
+    rejected = data.draw(st.lists(st.tuples(st.integers(0, 6), st.integers(5_001, 6_000)), unique=True))
+    rows = [(*cells[i], True) for i in replayed]
+    for cell in rejected:
+        rows.insert(data.draw(st.integers(0, len(rows))), (*cell, False))
+    path, in_order, counts = _write_positions(
+        np.array([r[0] for r in rows], dtype=np.int32), np.array([r[1] for r in rows], dtype=np.int64),
+        None, np.array([r[2] for r in rows], dtype=bool),
+    )
     try:
         assert read_positions(path) == expected and in_order is rising
         assert counts == {file: sum(1 for f, _ in cells if f == file) for file, _ in cells}
