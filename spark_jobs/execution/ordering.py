@@ -44,6 +44,9 @@ _SEQUENCE_LOOKUP = "replay_sequence"
 _SEQUENCE_LOOKUP_CLASS = "replay.ingest.ReplaySequence"
 #: Records whose positions are filled into the positions table at once (bounds the temporaries).
 _FILL_CHUNK = 4_000_000
+#: The cluster sort's partitions before AQE coalesces them (see ``lines_in_replay_order``).
+_SORT_PARTITIONS = 512
+_SORT_PARTITIONS_SETTING = "spark.sql.adaptive.coalescePartitions.initialPartitionNum"
 
 
 def order_columns(config: PipelineConfig) -> list[str]:
@@ -290,9 +293,23 @@ def lines_in_replay_order(lines: DataFrame, order: list[str]) -> pa.Table:
         accepted_time = F.when(F.col("_ok"), F.col("_event_time"))
         narrow = narrow.withColumn(RUNNING_MAX, F.max(accepted_time).over(so_far))
     # (a line number past 2**31 fails the cast, as a file that long would fail the positions file)
-    return narrow.orderBy(*order).select(
+    ordered = narrow.orderBy(*order).select(
         "_ok", F.col("_file_index").cast("int"), F.col("_line").cast("int")
-    ).toArrow()
+    )
+    # Each sorted partition reaches the driver's JVM as one task result: with the few shuffle
+    # partitions of a local session, a 100M ingest's were ~225 MB each, and holding two of them
+    # ran the 2 GiB heap out. Many partitions, coalesced by AQE to its advisory size, keep each
+    # result small (~15 MB) and a small ingest's one partition.
+    conf = lines.sparkSession.conf
+    before = conf.get(_SORT_PARTITIONS_SETTING, None)
+    conf.set(_SORT_PARTITIONS_SETTING, str(_SORT_PARTITIONS))
+    try:
+        return ordered.toArrow()
+    finally:
+        if before is None:
+            conf.unset(_SORT_PARTITIONS_SETTING)
+        else:
+            conf.set(_SORT_PARTITIONS_SETTING, before)
 
 
 def give_back_freed_memory() -> None:
