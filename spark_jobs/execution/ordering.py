@@ -12,8 +12,9 @@ and line make every sort key unique, so the order is total and repeatable.
 record looks its number up by its file and line (an array of positions per file, shipped to the
 executors as a file, looked up in the JVM). The full rows, raw lines included, are never
 shuffled or cached. An ingest of more than ``sort_on_driver_max_records`` records (a driver's
-memory is finite) has its narrow keys sorted by Spark instead, and only each record's file and
-line collected in that order (8 bytes a record): the same positions file, the same numbers.
+memory is finite) has every checked line's narrow keys sorted by Spark instead, and only each
+line's outcome, file and line collected in that order (9 bytes a line): the same positions file,
+the same numbers.
 """
 
 from __future__ import annotations
