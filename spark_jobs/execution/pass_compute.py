@@ -113,8 +113,8 @@ class PassComputer:
             big_rows = self.store.staged_rows(list(dict.fromkeys([*timeline, *record_columns])),
                                               seq_start, seq_end)
             ahead_read = time.time() - mark
+        read = staged_rows if staged_rows is not None else big_rows  # this pass's one staging read
         if staged is not None and arrow is None:
-            read = staged_rows if staged_rows is not None else big_rows
             arrow = read.select(timeline) if read is not None else collect_in_replay_order(staged, *timeline)
         steps = {"timeline_read": time.time() - started - ahead_read}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
@@ -146,8 +146,8 @@ class PassComputer:
         # small enough runs its keys there too: the vectorised operator costs less than moving
         # the records through a shuffle and Python workers.
         if on_driver:
-            if staged_rows is not None or big_rows is not None:
-                rows = (staged_rows if staged_rows is not None else big_rows).select(record_columns)
+            if read is not None:
+                rows = read.select(record_columns)
             else:
                 rows = self.ingested_records(arrow, seq_start, seq_end)
                 if rows is None:
