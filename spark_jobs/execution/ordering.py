@@ -178,8 +178,9 @@ def number_records(
     if keys is None:
         if ordered is None:
             ordered = lines_in_replay_order(records.withColumn("_ok", F.lit(True)), order)
-        files, lines = ordered.column("_file_index").to_numpy(), ordered.column("_line").to_numpy()
-        accepted = ordered.column("_ok").to_numpy(zero_copy_only=False)
+        # Left in Arrow and converted chunk by chunk: whole numpy copies would double the
+        # driver's 900 MB at 100M lines.
+        files, lines, accepted = (ordered.column(name) for name in ("_file_index", "_line", "_ok"))
         positions = None
     else:
         positions = replay_positions(keys.select(key_columns(order)), order)
@@ -190,7 +191,7 @@ def number_records(
         files = keys.column("_file_index").to_numpy()
         lines = keys.column("_line").to_numpy()
     path, in_order, file_records = _write_positions(files, lines, positions, accepted)
-    del positions, files, lines, accepted
+    del positions, files, lines, accepted, ordered
     give_back_freed_memory()
 
     if is_connect(spark):
@@ -210,8 +211,11 @@ def number_records(
     return NumberedRecords(numbered, path, replay_order, file_records)
 
 
+_Column = np.ndarray | pa.ChunkedArray
+
+
 def _write_positions(
-    files: np.ndarray, lines: np.ndarray, positions: np.ndarray | None, accepted: np.ndarray | None = None,
+    files: _Column, lines: _Column, positions: np.ndarray | None, accepted: _Column | None = None,
 ) -> tuple[str, bool, dict[int, int]]:
     """The positions file ``ReplaySequence`` reads (per archive file, one int32 position per line
     from its first record's), in a new temporary folder; whether every archive file holds its
@@ -221,7 +225,7 @@ def _write_positions(
 
     Each record's slot is computed, not found by sorting the records by file and line: a flat
     table with each file's lines at an offset, filled in chunks (at 100M records, 400 MB), so
-    that nothing the size of the input is copied."""
+    that nothing the size of the input is copied (columns may stay in Arrow for that)."""
     if len(files) >= 2**31:
         raise ValueError("an ingest holds fewer than 2**31 records")
 
@@ -230,12 +234,12 @@ def _write_positions(
         done = 0
         for start in range(0, len(files), _FILL_CHUNK):
             end = min(start + _FILL_CHUNK, len(files))
-            chunk_files, chunk_lines = files[start:end], lines[start:end]
+            chunk_files, chunk_lines = _as_numpy(files[start:end]), _as_numpy(lines[start:end])
             if positions is not None:
                 yield chunk_files, chunk_lines, positions[start:end].astype(np.int32)
                 continue
             if accepted is not None:
-                mask = accepted[start:end]
+                mask = _as_numpy(accepted[start:end])
                 chunk_files, chunk_lines = chunk_files[mask], chunk_lines[mask]
             yield chunk_files, chunk_lines, np.arange(done, done + len(chunk_files), dtype=np.int32)
             done += len(chunk_files)
@@ -274,6 +278,10 @@ def _write_positions(
             held = own[own >= 0]
             in_order = in_order and bool(np.all(held[1:] > held[:-1]))
     return path, in_order, counts
+
+
+def _as_numpy(column: _Column) -> np.ndarray:
+    return column.to_numpy(zero_copy_only=False) if isinstance(column, pa.ChunkedArray) else column
 
 
 def lines_in_replay_order(lines: DataFrame, order: list[str]) -> pa.Table:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+from unittest import mock
 
 import pyarrow as pa
 from hypothesis import given, settings
@@ -153,10 +155,18 @@ def test_positions_file_holds_each_records_position(cells, data):
     rows = [(*cells[i], True) for i in replayed]
     for cell in rejected:
         rows.insert(data.draw(st.integers(0, len(rows))), (*cell, False))
-    path, in_order, counts = _write_positions(
-        np.array([r[0] for r in rows], dtype=np.int32), np.array([r[1] for r in rows], dtype=np.int64),
-        None, np.array([r[2] for r in rows], dtype=bool),
-    )
+    # ... collected from Spark in Arrow batches, and filled in chunks that cross them
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(rows)), max_size=3)))
+
+    def collected(values: list, kind: pa.DataType) -> pa.ChunkedArray:
+        bounds = [0, *cuts, len(values)]
+        return pa.chunked_array([values[a:b] for a, b in itertools.pairwise(bounds)], type=kind)
+
+    with mock.patch("spark_jobs.execution.ordering._FILL_CHUNK", data.draw(st.integers(1, 4))):
+        path, in_order, counts = _write_positions(
+            collected([r[0] for r in rows], pa.int32()), collected([r[1] for r in rows], pa.int32()),
+            None, collected([r[2] for r in rows], pa.bool_()),
+        )
     try:
         assert read_positions(path) == expected and in_order is rising
         assert counts == {file: sum(1 for f, _ in cells if f == file) for file, _ in cells}
