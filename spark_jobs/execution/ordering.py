@@ -13,7 +13,7 @@ record looks its number up by its file and line (an array of positions per file,
 executors as a file, looked up in the JVM). The full rows, raw lines included, are never
 shuffled or cached. An ingest of more than ``sort_on_driver_max_records`` records (a driver's
 memory is finite) has every checked line's narrow keys sorted by Spark instead, and only each
-line's outcome, file and line collected in that order (9 bytes a line): the same positions file,
+line's outcome, file and line collected in that order (7 bytes a line): the same positions file,
 the same numbers.
 """
 
@@ -284,10 +284,11 @@ def _as_numpy(column: _Column) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False) if isinstance(column, pa.ChunkedArray) else column
 
 
-def lines_in_replay_order(lines: DataFrame, order: list[str]) -> pa.Table:
+def lines_in_replay_order(lines: DataFrame, order: list[str], files: int | None = None) -> pa.Table:
     """``lines`` (checked archive lines: ``_ok`` and ``sort_key_columns``) sorted by Spark into
     replay order, for ingests too big to sort on the driver; collected as ``_ok``, ``_file_index``
-    and ``_line`` (9 bytes a line). The full rows are never shuffled. Rejected lines (not ``_ok``)
+    and ``_line`` (7 bytes a line when the ingest's ``files`` are fewer than 2**15, else 9). The
+    full rows are never shuffled. Rejected lines (not ``_ok``)
     land anywhere: the accepted ones are in replay order among themselves (a running maximum
     counts accepted lines only)."""
     from pyspark.sql import Window
@@ -302,8 +303,9 @@ def lines_in_replay_order(lines: DataFrame, order: list[str]) -> pa.Table:
         accepted_time = F.when(F.col("_ok"), F.col("_event_time"))
         narrow = narrow.withColumn(RUNNING_MAX, F.max(accepted_time).over(so_far))
     # (a line number past 2**31 fails the cast, as a file that long would fail the positions file)
+    file_type = "smallint" if files is not None and files < 2**15 else "int"
     ordered = narrow.orderBy(*order).select(
-        "_ok", F.col("_file_index").cast("int"), F.col("_line").cast("int")
+        "_ok", F.col("_file_index").cast(file_type), F.col("_line").cast("int")
     )
     # Each sorted partition reaches the driver's JVM as one task result: with the few shuffle
     # partitions of a local session, a 100M ingest's were ~225 MB each, and holding two of them

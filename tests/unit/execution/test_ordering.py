@@ -164,7 +164,7 @@ def test_positions_file_holds_each_records_position(cells, data):
 
     with mock.patch("spark_jobs.execution.ordering._FILL_CHUNK", data.draw(st.integers(1, 4))):
         path, in_order, counts = _write_positions(
-            collected([r[0] for r in rows], pa.int32()), collected([r[1] for r in rows], pa.int32()),
+            collected([r[0] for r in rows], pa.int16()), collected([r[1] for r in rows], pa.int32()),
             None, collected([r[2] for r in rows], pa.bool_()),
         )
     try:
