@@ -185,14 +185,15 @@ def make_cogroup_function(
 
 def run_keys_on_driver(
     function: Any, keys: list[str], records: pa.Table, state: pa.Table, schema: pa.Schema,
-    helpers: Any = None,
+    helpers: Any = None, grouped: bool = False,
 ) -> pa.Table:
     """What ``records.groupBy(keys).cogroup(state.groupBy(keys)).applyInArrow(function)`` computes,
     without Spark: each key's records (in ``_seq`` order) and state rows go through the same
     ``function``, keys in sorted order. ``helpers`` (``key_processes.KeyHelpers``), when given,
-    take contiguous runs of the keys, the driver the last one: the same rows."""
-    record_groups = _groups(records, keys, "_seq")
-    state_groups = _groups(state, keys, None)
+    take contiguous runs of the keys, the driver the last one: the same rows. ``grouped``: each
+    key's rows are together already, its records in ``_seq`` order (a share cut from them)."""
+    record_groups = _groups(records, keys, "_seq", grouped)
+    state_groups = _groups(state, keys, None, grouped)
     no_records, no_state = records.slice(0, 0), state.slice(0, 0)
     ordered = sorted(set(record_groups) | set(state_groups))
 
@@ -216,18 +217,21 @@ def run_keys_on_driver(
         parts = [record_groups[key][1] for key in chosen if key in record_groups]
         held = [state_groups[key][1] for key in chosen if key in state_groups]
         return (run_keys_on_driver, function, keys, pa.concat_tables(parts or [no_records]),
-                pa.concat_tables(held or [no_state]), schema)
+                pa.concat_tables(held or [no_state]), schema, None, True)
 
     outputs = helpers.run([share(chosen) for chosen in runs[:-1]], lambda: run(runs[-1]))
     return pa.concat_tables(outputs)
 
 
-def _groups(table: pa.Table, keys: list[str], order: str | None) -> dict[tuple, tuple[tuple, pa.Table]]:
-    """``table`` cut by its ``keys`` columns: ``{key values: (key as Arrow scalars, rows)}``."""
+def _groups(table: pa.Table, keys: list[str], order: str | None,
+            grouped: bool = False) -> dict[tuple, tuple[tuple, pa.Table]]:
+    """``table`` cut by its ``keys`` columns: ``{key values: (key as Arrow scalars, rows)}``, each
+    key's rows by ``order``; sorted first unless ``grouped`` (they are already)."""
     if table.num_rows == 0:
         return {}
-    sort_keys = [(key, "ascending") for key in keys] + ([(order, "ascending")] if order else [])
-    table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
+    if not grouped:
+        sort_keys = [(key, "ascending") for key in keys] + ([(order, "ascending")] if order else [])
+        table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
     starts = np.zeros(table.num_rows, dtype=bool)
     starts[0] = True
     for key in keys:

@@ -86,7 +86,7 @@ _LOCAL_DEFAULTS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # The ingest collects on purpose what numbering needs: every record's sort keys (and a big
     # pass's columns) up to batch.sort_on_driver_max_records, 40-80 bytes a record; past it each
-    # line's outcome, file and line, 9 bytes. Spark's 1 GiB default stops both well within their
+    # line's outcome, file and line, 7-9 bytes. Spark's 1 GiB default stops both well within their
     # range (a 100M ingest: "Total size of serialized results ... bigger than maxResultSize").
     "spark.driver.maxResultSize": "0",
     # Fewer, larger Arrow batches: collecting an ingest's 10M sort keys to the driver takes 10 s

@@ -1,0 +1,46 @@
+"""run_keys_on_driver: each key's records and state through the per-key function, alone or shared."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_jobs.execution.spark_batch import run_keys_on_driver
+
+SCHEMA = pa.schema([("k", pa.string()), ("seqs", pa.list_(pa.int64())), ("held", pa.int64())])
+
+
+def per_key(scalars: tuple, records: pa.Table, state: pa.Table) -> pa.Table:
+    """What each key saw: its records' seqs in the order given, and how many state rows."""
+    return pa.table({"k": [scalars[0].as_py()], "seqs": [records.column("_seq").to_pylist()],
+                     "held": [state.num_rows]}, schema=SCHEMA)
+
+
+class InProcessHelpers:
+    """``KeyHelpers``' contract with its shares run here, in order, before the driver's own."""
+
+    enabled, processes = True, 2
+
+    def __init__(self, processes: int):
+        self.processes = processes
+
+    def run(self, shares: list[tuple], local) -> list[pa.Table]:
+        return [share[0](*share[1:]) for share in shares] + [local()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcdefg"), st.integers(0, 10_000)), unique_by=lambda r: r[1]),
+       st.lists(st.sampled_from("abcdefgh"), unique=True), st.integers(2, 4))
+def test_shared_keys_give_the_rows_of_the_driver_alone(records, held, processes):
+    """Shares cut from the sorted keys (their rows grouped already, not sorted again) see each
+    key's records in replay order and its state rows, as the driver alone does."""
+    rows = pa.table({"k": pa.array([k for k, _ in records], pa.string()),
+                     "_seq": pa.array([seq for _, seq in records], pa.int64())})
+    state = pa.table({"k": pa.array(held, pa.string()), "w": pa.array(range(len(held)), pa.int64())})
+    alone = run_keys_on_driver(per_key, ["k"], rows, state, SCHEMA)
+    shared = run_keys_on_driver(per_key, ["k"], rows, state, SCHEMA, InProcessHelpers(processes))
+    assert shared.to_pylist() == alone.to_pylist()
+    assert alone.column("k").to_pylist() == sorted({k for k, _ in records} | set(held))
+    for row in alone.to_pylist():
+        assert row["seqs"] == sorted(seq for k, seq in records if k == row["k"])
