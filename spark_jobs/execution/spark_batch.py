@@ -216,11 +216,19 @@ def run_keys_on_driver(
         """A helper's arguments: its keys' records and state rows, as this function takes them."""
         parts = [record_groups[key][1] for key in chosen if key in record_groups]
         held = [state_groups[key][1] for key in chosen if key in state_groups]
-        return (run_keys_on_driver, function, keys, pa.concat_tables(parts or [no_records]),
-                pa.concat_tables(held or [no_state]), schema, None, True)
+        return (run_share, function, keys, pa.concat_tables(parts or [no_records]),
+                pa.concat_tables(held or [no_state]), schema)
 
     outputs = helpers.run([share(chosen) for chosen in runs[:-1]], lambda: run(runs[-1]))
     return pa.concat_tables(outputs)
+
+
+def run_share(
+    function: Any, keys: list[str], records: pa.Table, state: pa.Table, schema: pa.Schema,
+) -> pa.Table:
+    """A share of ``run_keys_on_driver``'s keys, as a helper runs it: its rows cut from the sorted
+    pass, each key's together and its records in replay order, so not sorted again."""
+    return run_keys_on_driver(function, keys, records, state, schema, grouped=True)
 
 
 def _groups(table: pa.Table, keys: list[str], order: str | None,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import pickle
+
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_jobs.execution import key_processes
 from spark_jobs.execution.spark_batch import run_keys_on_driver
 
 SCHEMA = pa.schema([("k", pa.string()), ("seqs", pa.list_(pa.int64())), ("held", pa.int64())])
@@ -18,15 +22,30 @@ def per_key(scalars: tuple, records: pa.Table, state: pa.Table) -> pa.Table:
 
 
 class InProcessHelpers:
-    """``KeyHelpers``' contract with its shares run here, in order, before the driver's own."""
+    """``KeyHelpers``' contract with its shares sent as a helper gets them and served by the
+    helper's own loop (``key_processes.serve``), here, before the driver's share."""
 
-    enabled, processes = True, 2
+    enabled = True
 
     def __init__(self, processes: int):
         self.processes = processes
 
     def run(self, shares: list[tuple], local) -> list[pa.Table]:
-        return [share[0](*share[1:]) for share in shares] + [local()]
+        from pyspark import cloudpickle
+
+        requests, answers = io.BytesIO(), io.BytesIO()
+        for share in shares:
+            key_processes._write(requests, key_processes._request(cloudpickle, *share))
+        requests.seek(0)
+        key_processes.serve(requests, answers)
+        answers.seek(0)
+        outputs = []
+        while (answer := key_processes._read(answers)) is not None:
+            ok, rows = pickle.loads(answer)
+            assert ok, rows
+            outputs.append(key_processes._table(rows))
+        assert len(outputs) == len(shares)
+        return [*outputs, local()]
 
 
 @settings(max_examples=60, deadline=None)
