@@ -13,8 +13,8 @@ record looks its number up by its file and line (an array of positions per file,
 executors as a file, looked up in the JVM). The full rows, raw lines included, are never
 shuffled or cached. An ingest of more than ``sort_on_driver_max_records`` records (a driver's
 memory is finite) has every checked line's narrow keys sorted by Spark instead, and only each
-line's outcome, file and line collected in that order (7 bytes a line): the same positions file,
-the same numbers.
+line's outcome, file and line collected in that order (7 bytes a line, 9 past 2**15 archive
+files): the same positions file, the same numbers.
 """
 
 from __future__ import annotations
@@ -288,9 +288,8 @@ def lines_in_replay_order(lines: DataFrame, order: list[str], files: int | None 
     """``lines`` (checked archive lines: ``_ok`` and ``sort_key_columns``) sorted by Spark into
     replay order, for ingests too big to sort on the driver; collected as ``_ok``, ``_file_index``
     and ``_line`` (7 bytes a line when the ingest's ``files`` are fewer than 2**15, else 9). The
-    full rows are never shuffled. Rejected lines (not ``_ok``)
-    land anywhere: the accepted ones are in replay order among themselves (a running maximum
-    counts accepted lines only)."""
+    full rows are never shuffled. Rejected lines (not ``_ok``) land anywhere: the accepted ones
+    are in replay order among themselves (a running maximum counts accepted lines only)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 

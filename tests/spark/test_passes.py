@@ -301,6 +301,7 @@ def test_driver_passes_share_their_keys_with_helper_processes(spark, tmp_path, m
             assert len(sent) == 2  # none after the helper failed
         sent.clear()
     assert runs["shared"] == runs["alone"]
-    assert runs.get("killed", runs["alone"]) == runs["alone"]
+    if shares:
+        assert runs["killed"] == runs["alone"]
     produced = "process_results" if case == "per-record operator" else "window_results"
     assert runs["alone"][produced]
