@@ -37,10 +37,12 @@ test-airflow-connect: setup
 
 # The Spark and data-quality tests again, every session a Spark Connect client of one server (`replay server start`)
 # that the run starts and stops; the same assertions, so the same tables as in-process. Two
-# workers, each with its own server (as `make test` runs two in-process): about 9 minutes here, in CI.
+# workers, each with its own server (as `make test` runs two in-process): 7-17 minutes here, in CI.
+# Tests marked in_process_only (long runs whose Spark calls other tests already make over Connect)
+# run in-process only.
 CONNECT_TESTS ?= tests/spark tests/quality
 test-connect: setup
-	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow" -q -n 2 --dist loadfile $(CONNECT_TESTS) \
+	REPLAY_TEST_CONNECT=1 $(PYTEST) -m "spark and not slow and not in_process_only" -q -n 2 --dist loadfile $(CONNECT_TESTS) \
 		--ignore=tests/spark/test_connect_server.py --ignore=tests/spark/test_session_start.py
 
 test-connect-smoke: setup

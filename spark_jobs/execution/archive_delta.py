@@ -33,7 +33,7 @@ from urllib.parse import unquote
 
 from ..exceptions import ArchiveChangedError, ConfigError
 from .archive_files import ArchiveFile, hadoop_local_path
-from .object_store import delta_uri, storage_options
+from .object_store import delta_location, delta_uri
 
 if TYPE_CHECKING:
     from ..config import SourceConfig
@@ -48,15 +48,13 @@ class DeltaListing:
     removed: dict[str, tuple[int, str]]  #: a removed file's path -> (version, operation) removing it
 
 
-def _uri(path: str) -> str:
-    """The table's location for delta-rs: a local path, or the object store's URI (``s3a://`` is
-    Hadoop's name for ``s3://``)."""
-    from ..config import local_path
+def _delta_table(path: str, version: int | None = None) -> Any:
+    """The Delta source at ``path`` as delta-rs opens it (``object_store.delta_location``; a store
+    it leaves to Spark, such as ``gs://``, is tried with delta-rs's own credentials)."""
+    from deltalake import DeltaTable
 
-    local = local_path(path)
-    if local is not None:
-        return os.path.abspath(local)
-    return delta_uri(path)
+    uri, options = delta_location(path) or (delta_uri(path), None)
+    return DeltaTable(uri, version=version, storage_options=options)
 
 
 def _file_path(source_path: str, relative: str) -> str:
@@ -73,12 +71,11 @@ def _file_path(source_path: str, relative: str) -> str:
 
 
 def _open(source: SourceConfig, where: str) -> Any:
-    from deltalake import DeltaTable
 
     from ..config import parse_instant
 
     try:
-        table = DeltaTable(_uri(source.path), storage_options=storage_options(source.path))
+        table = _delta_table(source.path)
     except Exception as error:  # TableNotFoundError, or an unreachable store
         raise ConfigError(f"{where}.path", f"{source.path} is not a readable Delta table "
                           f"(no _delta_log?): {type(error).__name__}: {error}") from None
@@ -166,14 +163,12 @@ def _walk_forward(source: SourceConfig, table: Any, version: int
     snapshot): the version that added each file of the snapshot, and the (version, operation) that
     removed each file no longer in it. Starts at the oldest version still loadable: 0, or (once
     old log files were cleaned up) a checkpoint's, whose files all count as added there."""
-    from deltalake import DeltaTable
 
     operations = _operations(table)
     walker, start = table, version
     for candidate in sorted(v for v in operations if v <= version):
         try:
-            walker = DeltaTable(_uri(source.path), version=candidate,
-                                storage_options=storage_options(source.path))
+            walker = _delta_table(source.path, version=candidate)
             start = candidate
             break
         except Exception:  # noqa: BLE001 - its log entry was cleaned up: try the next
@@ -198,12 +193,11 @@ def _walk_back(source: SourceConfig, version: int, wanted: list[str]) -> dict[st
     """The version that added each of ``wanted`` (files of the snapshot at ``version``): the
     versions are loaded newest first until none of them is in one; a file still there at the
     oldest loadable version counts as added there (as ``_walk_forward`` counts it)."""
-    from deltalake import DeltaTable
 
     left, added = set(wanted), {}
     if not left:
         return added
-    walker = DeltaTable(_uri(source.path), version=version, storage_options=storage_options(source.path))
+    walker = _delta_table(source.path, version=version)
     current = version
     while left and current > 0:
         try:

@@ -62,7 +62,7 @@ def delta_location(path: str) -> DeltaLocation | None:
     when a process without a JVM cannot reach it (HDFS, ``gs://``, ...: Spark's alone)."""
     local = local_path(path)
     if local is not None:
-        return local, None
+        return os.path.abspath(local), None
     return (delta_uri(path), storage_options(path)) if is_s3(path) else None
 
 

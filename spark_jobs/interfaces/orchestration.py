@@ -323,13 +323,14 @@ CONNECT_CONN_ENV = "REPLAY_SPARK_CONNECT_CONN_ID"
 
 
 @contextlib.contextmanager
-def _task_session(config: PipelineConfig, spark: Any = None) -> Iterator[Any]:
+def _task_session(config: PipelineConfig, spark: Any = None, mode: str | None = None) -> Iterator[Any]:
     """The task's Spark session: the caller's, else an in-process one (``local``), else, in
     ``connect`` mode, a session of its own on the server the ``spark_connect`` connection names,
-    released when the task ends (an unreachable server fails the task, which Airflow retries)."""
+    released when the task ends (an unreachable server fails the task, which Airflow retries).
+    ``mode``: the task's ``spark_mode()`` when it read it already (None: read here)."""
     from ..execution.spark_session import get_spark
 
-    if spark is not None or spark_mode() != "connect":
+    if spark is not None or (mode or spark_mode()) != "connect":
         yield spark or get_spark(f"replay-{config.name}")
         return
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
@@ -387,15 +388,23 @@ def replay_interval(
     ``interval_end`` (all of them without one). Idempotent: committed batches are skipped, so
     re-running an interval adds nothing.
     """
+    return _replay_interval(load_pipeline(pipeline_path), finalize, interval_start, interval_end,
+                            batch_size, spark)
+
+
+def _replay_interval(
+    config: PipelineConfig, finalize: bool, interval_start: Any, interval_end: Any,
+    batch_size: int | None = None, spark: Any = None, mode: str | None = None,
+) -> dict[str, Any]:
+    """``replay_interval`` for a loaded config (``mode``: the task's Spark mode, if read already)."""
     from ..core.durations import format_timestamp
     from ..execution.operations import run_pipeline
 
-    config = load_pipeline(pipeline_path)
     start_ms, end_ms = _ms(interval_start), _ms(interval_end)
     finalize = run_finalizes(config, finalize, interval_end)
     log.info("replay %s for interval %s: archive %s -> %s (finalize=%s)", config.name,
              _interval_text(start_ms, end_ms), config.source.path, config.output_path, finalize)
-    with _task_session(config, spark) as session:
+    with _task_session(config, spark, mode) as session:
         summary = run_pipeline(config, spark=session, batch_size=batch_size, finalize=bool(finalize),
                                progress=log.info, until_ms=end_ms)
     result = summary_dict(summary)
@@ -429,9 +438,14 @@ def interval_has_work(
     """Whether the run of this data interval would ingest, repair or replay anything, decided from
     metadata without Spark (``execution.pending_work``): False ends the run there, with no Spark
     started and no asset event (so no quality run follows)."""
+    return _interval_has_work(load_pipeline(pipeline_path), finalize, interval_start, interval_end)
+
+
+def _interval_has_work(
+    config: PipelineConfig, finalize: bool, interval_start: Any, interval_end: Any
+) -> bool:
     from ..execution.pending_work import pending_work
 
-    config = load_pipeline(pipeline_path)
     finalize = run_finalizes(config, finalize, interval_end)
     answer = pending_work(config, _ms(interval_end), finalize)
     log.info("replay %s, interval %s: %s", config.name,
@@ -527,7 +541,7 @@ def validate_quality(pipeline_path: str) -> dict[str, Any]:
     validate_pipeline = optional_function("spark_jobs.quality", "validate_pipeline", "replay_quality")
     config = load_pipeline(pipeline_path)
     if spark_mode() == "connect":  # a client of the warm server, like the replay and reprocess
-        with _task_session(config) as session:
+        with _task_session(config, mode="connect") as session:
             result = validate_pipeline(config, spark=session)
     else:
         result = validate_pipeline(config)  # its own in-process session, started when needed
@@ -580,20 +594,19 @@ def replay_operator(task_id: str, pipeline_path: str, **kwargs: Any) -> Any:
 
             finalize = bool((context.get("params") or {}).get("finalize"))
             start, end = context.get("data_interval_start"), context.get("data_interval_end")
-            if not interval_has_work(pipeline_path, finalize, start, end):
+            config = load_pipeline(pipeline_path)  # read once: the check and the replay
+            if not _interval_has_work(config, finalize, start, end):
                 raise AirflowSkipException("nothing to ingest, repair or replay before the interval's end")
             mode = spark_mode()
             if mode != "submit":
-                result = replay_interval(pipeline_path, finalize=finalize, interval_start=start,
-                                         interval_end=end)
+                result = _replay_interval(config, finalize, start, end, mode=mode)
                 if not result["batches"]:  # the results did not change: no asset event, no quality run
                     raise AirflowSkipException("no batch was due before the interval's end")
                 return {"mode": mode, **result}
             from ..execution.spark_session import driver_jars
 
             self.jars = ",".join(driver_jars())  # resolved here, never when the DAG is parsed
-            # (The config is read only when the param does not decide it.)
-            finalize = finalize or ends_input(load_pipeline(pipeline_path), end)
+            finalize = finalize or ends_input(config, end)
             self.application_args = submit_arguments(pipeline_path, finalize, until=end)
             self.env_vars = {**submit_environment(), **(self.env_vars or {})}
             log.info("spark-submit %s %s (connection %s)", self.application,

@@ -38,6 +38,8 @@ def state_write_modes(spark, lakehouse) -> dict[int, str]:
     }
 
 
+# Over Connect the same OPTIMIZE and VACUUM run in test_maintenance_covers_every_table_a_pass_appends_to.
+@pytest.mark.in_process_only
 def test_optimize_and_vacuum_on_schedule_change_no_row(spark, tmp_path):
     archive = write_archive(tmp_path / "archive", records=240, keys=3, seed=9)
     runs = {}

@@ -34,6 +34,8 @@ def delta_commits(spark, table) -> int:
     return len(delta_history(spark, table))
 
 
+# Pass sizes are the engine's own; over Connect the same passes run in the other tests here.
+@pytest.mark.in_process_only
 def test_batches_per_pass_change_no_row_only_the_commits(spark, tmp_path):
     archive = write_archive(tmp_path / "archive", records=120, keys=3, seed=5)
     runs = {}
