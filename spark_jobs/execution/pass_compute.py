@@ -20,7 +20,7 @@ from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline, WatermarkState, compute_pass_timelines
 from .arrow_frames import arrow_frame
 from .key_processes import MIN_SHARED_RECORDS, KeyHelpers
-from .ordering import collect_in_replay_order, timeline_columns
+from .ordering import timeline_columns
 from .passes import ComputedPass, PendingBatch, ReadAhead
 from .spark_batch import (
     make_cogroup_function,
@@ -115,7 +115,8 @@ class PassComputer:
             ahead_read = time.time() - mark
         read = staged_rows if staged_rows is not None else big_rows  # this pass's one staging read
         if staged is not None and arrow is None:
-            arrow = read.select(timeline) if read is not None else collect_in_replay_order(staged, *timeline)
+            arrow = (read.select(timeline) if read is not None
+                     else self.store.staged_rows(timeline, seq_start, seq_end))
         steps = {"timeline_read": time.time() - started - ahead_read}
         event_time = arrow.column("_event_time").to_numpy() if arrow is not None else np.array([], np.int64)
         ingest = None
@@ -191,9 +192,10 @@ class PassComputer:
         """The record columns an ingest of up to ``records`` keeps on the driver, beside the
         timeline's, for this run's passes: none unless those passes run their keys on the driver
         and are too big to read ahead, when each would otherwise read its records from
-        ``staging`` (1-2 s a pass of 1M records) while the ingest's first read collects them for
-        1-2 s at 10M (measured: BENCHMARKS.md). Starts ``helpers`` when those passes will share
-        their keys (``shares_keys``)."""
+        ``staging`` (0.2-0.4 s a pass of 1M records with delta-rs, 1.2-1.3 s where Spark reads
+        them) while the ingest's first read collects them for 1-2 s at 10M (measured:
+        BENCHMARKS.md). Starts ``helpers`` when those passes will share their keys
+        (``shares_keys``)."""
         config = self.config
         pass_records = min(records, max(config.pass_max_records, self.batch_size))
         if pass_records < READ_AHEAD_RECORDS or not self.runs_on_driver(pass_records):

@@ -1,8 +1,8 @@
-"""What a Spark Connect client reads itself with delta-rs (``DeltaRsReader``) instead of asking the
-server for a job: the window state a run starts from, the staged batches still to replay and a
-pass's staged records. Each must equal what Spark reads from the same tables, rows and Arrow
-types alike (the kernels and ``arrow_frame`` take either), with a key field whose name has
-capitals (DataFusion folds unquoted names to lower case)."""
+"""What a run reads with delta-rs (``DeltaRsReader``) instead of a Spark job: over Spark Connect,
+the window state a run starts from and the staged batches still to replay; anywhere it reaches the
+tables, a pass's staged records and late records. Each must equal what Spark reads from the same
+tables, rows and Arrow types alike (the kernels and ``arrow_frame`` take either), with a key field
+whose name has capitals (DataFusion folds unquoted names to lower case)."""
 
 from __future__ import annotations
 
@@ -63,18 +63,25 @@ def test_the_staged_batches_still_to_replay(replayed):
     assert DeltaRsReader(store.config).staged_batches(-1, clock)[-len(by_spark):] == by_spark
 
 
-def test_a_pass_s_staged_records(replayed):
+def test_a_pass_s_staged_records(replayed, monkeypatch):
+    """A pass's staged records (and timeline) come from delta-rs wherever it reaches the tables,
+    in-process too, else from Spark: the same rows and types."""
     from spark_jobs.execution.ordering import collect_in_replay_order, in_replay_order
-    from spark_jobs.execution.state.delta_rs import DeltaRsReader
+    from spark_jobs.execution.state import delta_rs
 
     store, last = replayed
     columns = ["_seq", "_event_time", "_ingest_time", "_partition", "UserId", "value", "_raw", "_line"]
     start, end = last["seq_end"] - 30, last["seq_end"] + 50  # committed and staged records
     by_spark = collect_in_replay_order(store.staged_range(start, end), *columns)
-    by_client = in_replay_order(DeltaRsReader(store.config).staged_rows(columns, start, end))
+    by_client = in_replay_order(delta_rs.DeltaRsReader(store.config).staged_rows(columns, start, end))
     assert by_spark.num_rows == 80
     assert by_client.schema == by_spark.schema
     assert by_client.to_pylist() == by_spark.to_pylist()
+    assert store.direct_reader() is not None
+    assert store.staged_rows(columns, start, end).equals(by_client)
+    monkeypatch.setattr(delta_rs.DeltaRsReader, "reaches", staticmethod(lambda config: False))
+    assert store.direct_reader() is None
+    assert store.staged_rows(columns, start, end).equals(by_spark)
 
 
 @pytest.mark.parametrize("how", ["in-list", "range", "spark"])

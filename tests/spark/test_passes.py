@@ -86,7 +86,7 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     from pyspark.sql import functions as F
 
     from spark_jobs.config import load_config
-    from spark_jobs.execution import pass_compute, pass_write
+    from spark_jobs.execution import pass_write
     from spark_jobs.execution.state.delta import DeltaStore
     from spark_jobs.interfaces.status import pipeline_status
     from spark_jobs.quality.tables import Snapshot
@@ -131,20 +131,15 @@ def test_state_snapshots_between_overwrites_and_an_interrupted_run(spark, tmp_pa
     # The resumed run ingests nothing: its small passes read their records ahead, and their
     # timelines with them, in one staging read.
     reads = []
-    # A pass reads staging through one of these: its records ahead (with their timelines), or
-    # its timelines alone.
-    real_rows, real_collect = DeltaStore.staged_rows, pass_compute.collect_in_replay_order
+    # A pass reads staging through this: its records ahead (with their timelines), or its
+    # timelines alone.
+    real_rows = DeltaStore.staged_rows
 
     def counted_rows(store, columns, *bounds):
         reads.append(columns)
         return real_rows(store, columns, *bounds)
 
-    def counted_collect(frame, *columns):
-        reads.append(columns)
-        return real_collect(frame, *columns)
-
     monkeypatch.setattr(DeltaStore, "staged_rows", counted_rows)
-    monkeypatch.setattr(pass_compute, "collect_in_replay_order", counted_collect)
     resumed = cli("run", str(config_path), "--finalize")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(reads) == 1, reads

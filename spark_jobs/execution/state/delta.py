@@ -185,11 +185,7 @@ class DeltaStore:
         them (on the local disk, which it shares with a server on this machine, or on S3): the
         small reads a run needs, made by the client itself instead of a server job each. None
         in-process (the JVM is here) or when the tables are elsewhere."""
-        if not is_connect(self.spark):
-            return None
-        from .delta_rs import DeltaRsReader
-
-        return DeltaRsReader(self.config) if DeltaRsReader.reaches(self.config) else None
+        return self.direct_reader() if is_connect(self.spark) else None
 
     def read_state_rows(self, last: Any, schema: Any) -> Any:
         """``read_state``'s rows on this side, as Arrow of ``schema`` (its columns, batch_id left
@@ -200,26 +196,34 @@ class DeltaStore:
             return reader.state_snapshot(last).select(schema.names).cast(schema)
         return self.read_state(last).select(*schema.names).toArrow().cast(schema)
 
+    def direct_reader(self) -> Any:
+        """A delta-rs reader of this pipeline's tables wherever this process reaches them (the
+        local disk, S3), in-process or not; None elsewhere. For reads of many rows, which it
+        answers from the Parquet files several times faster than a Spark job collected to the
+        driver (a 1M-record pass of ``staging``: 0.15-0.4 s against 1.2-1.3 s)."""
+        from .delta_rs import DeltaRsReader
+
+        return DeltaRsReader(self.config) if DeltaRsReader.reaches(self.config) else None
+
     def staged_rows(self, columns: list[str], seq_start: int, seq_end: int) -> Any:
         """``columns`` of the staged records ``seq_start`` to ``seq_end`` (exclusive), as Arrow in
-        ``_seq`` order: by the ``client_reader`` when there is one, else collected from Spark."""
+        ``_seq`` order: by the ``direct_reader`` when there is one, else collected from Spark."""
         from ..ordering import collect_in_replay_order, in_replay_order
 
-        reader = self.client_reader()
+        reader = self.direct_reader()
         if reader is not None:
             return in_replay_order(reader.staged_rows(columns, seq_start, seq_end))
         return collect_in_replay_order(self.staged_range(seq_start, seq_end), *columns)
 
     def staged_records(self, columns: list[str], seqs: Any) -> Any:
         """``columns`` (``_seq`` among them) of the staged records numbered ``seqs`` (ascending
-        int64, not empty: a pass's late records), as Arrow: by delta-rs where this process reaches
-        ``staging`` (``DeltaRsReader.staged_records``), else by a Spark join."""
+        int64, not empty: a pass's late records), as Arrow: by the ``direct_reader`` when there
+        is one (``DeltaRsReader.staged_records``), else by a Spark join."""
         import pyarrow as pa
 
-        from .delta_rs import DeltaRsReader
-
-        if DeltaRsReader.reaches(self.config):
-            return DeltaRsReader(self.config).staged_records(columns, seqs)
+        reader = self.direct_reader()
+        if reader is not None:
+            return reader.staged_records(columns, seqs)
         from pyspark.sql import functions as F
 
         from ..arrow_frames import arrow_frame
