@@ -1,8 +1,9 @@
-"""What a run reads with delta-rs (``DeltaRsReader``) instead of a Spark job: over Spark Connect,
-the window state a run starts from and the staged batches still to replay; anywhere it reaches the
-tables, a pass's staged records and late records. Each must equal what Spark reads from the same
-tables, rows and Arrow types alike (the kernels and ``arrow_frame`` take either), with a key field
-whose name has capitals (DataFusion folds unquoted names to lower case)."""
+"""What a run reads with delta-rs (``DeltaRsReader``) instead of a Spark job wherever it reaches
+the tables (in-process and over Spark Connect): the window state a run starts from, the staged
+batches still to replay, a pass's staged records and late records. Each must equal what Spark
+reads from the same tables, rows and Arrow types alike (the kernels and ``arrow_frame`` take
+either), with a key field whose name has capitals (DataFusion folds unquoted names to lower
+case)."""
 
 from __future__ import annotations
 
@@ -37,30 +38,39 @@ def replayed(spark, tmp_path_factory):
     return store, last
 
 
-def test_the_state_a_run_starts_from(replayed):
+def without_delta_rs(monkeypatch):
+    """The store's reads as where delta-rs cannot reach the tables: Spark jobs."""
+    from spark_jobs.execution.state import delta_rs
+
+    monkeypatch.setattr(delta_rs.DeltaRsReader, "reaches", staticmethod(lambda config: False))
+
+
+def test_the_state_a_run_starts_from(replayed, monkeypatch):
     from spark_jobs.execution.spark_batch import state_schema
-    from spark_jobs.execution.state.delta_rs import DeltaRsReader
 
     store, last = replayed
     schema = state_schema(store.config)
-    by_spark = store.read_state_rows(last, schema)  # in-process: Spark collects it
-    by_client = DeltaRsReader(store.config).state_snapshot(last).select(schema.names).cast(schema)
+    by_client = store.read_state_rows(last, schema)  # delta-rs: it reaches the local disk
+    without_delta_rs(monkeypatch)
+    by_spark = store.read_state_rows(last, schema)
     assert by_spark.num_rows and by_spark.column("is_open").to_pylist().count(True)
     assert by_client.schema == by_spark.schema == schema
     order = [("UserId", "ascending"), ("window_start_ms", "ascending")]
     assert by_client.sort_by(order).to_pylist() == by_spark.sort_by(order).to_pylist()
 
 
-def test_the_staged_batches_still_to_replay(replayed):
+def test_the_staged_batches_still_to_replay(replayed, monkeypatch):
     from spark_jobs.execution.state.delta import staging_clock_column
-    from spark_jobs.execution.state.delta_rs import DeltaRsReader
 
     store, last = replayed
     clock = staging_clock_column(store.config)
+    by_client = store.staged_batches(last["batch_id"], clock)  # delta-rs
+    every_client = store.staged_batches(-1, clock)
+    without_delta_rs(monkeypatch)
     by_spark = store.staged_batches(last["batch_id"], clock)
     assert len(by_spark) > 1 and by_spark[0]["_batch"] == last["batch_id"] + 1
-    assert DeltaRsReader(store.config).staged_batches(last["batch_id"], clock) == by_spark
-    assert DeltaRsReader(store.config).staged_batches(-1, clock)[-len(by_spark):] == by_spark
+    assert by_client == by_spark
+    assert every_client[-len(by_spark):] == by_spark
 
 
 def test_a_pass_s_staged_records(replayed, monkeypatch):
@@ -79,7 +89,7 @@ def test_a_pass_s_staged_records(replayed, monkeypatch):
     assert by_client.to_pylist() == by_spark.to_pylist()
     assert store.direct_reader() is not None
     assert store.staged_rows(columns, start, end).equals(by_client)
-    monkeypatch.setattr(delta_rs.DeltaRsReader, "reaches", staticmethod(lambda config: False))
+    without_delta_rs(monkeypatch)
     assert store.direct_reader() is None
     assert store.staged_rows(columns, start, end).equals(by_spark)
 
@@ -101,7 +111,7 @@ def test_a_pass_s_late_records_by_their_numbers(replayed, monkeypatch, how):
     if how == "range":
         monkeypatch.setattr(delta_rs, "IN_LIST_MAX", 2)
     if how == "spark":
-        monkeypatch.setattr(delta_rs.DeltaRsReader, "reaches", staticmethod(lambda config: False))
+        without_delta_rs(monkeypatch)
     got = in_replay_order(store.staged_records(columns, seqs))
     expected = collect_in_replay_order(store.staged_range(0, last["seq_end"] + 50), *columns)
     expected = expected.filter(np.isin(expected.column("_seq").to_numpy(), seqs))

@@ -112,7 +112,7 @@ class DeltaStore:
         return {table: version for table, version in zip(tables, found, strict=True) if version >= 0}
 
     def _versions_without_jvm(self, tables: list[str] | tuple[str, ...]) -> dict[str, int]:
-        reader = self.client_reader()
+        reader = self.direct_reader()
         if reader is not None:
             return reader.versions(tables)
         found = {}
@@ -180,18 +180,11 @@ class DeltaStore:
         version = last["table_versions"].get("operator_state")
         return self.read("operator_state", version).where(F.col("batch_id") == last["batch_id"])
 
-    def client_reader(self) -> Any:
-        """Over Spark Connect, a delta-rs reader of this pipeline's tables when the client reaches
-        them (on the local disk, which it shares with a server on this machine, or on S3): the
-        small reads a run needs, made by the client itself instead of a server job each. None
-        in-process (the JVM is here) or when the tables are elsewhere."""
-        return self.direct_reader() if is_connect(self.spark) else None
-
     def read_state_rows(self, last: Any, schema: Any) -> Any:
         """``read_state``'s rows on this side, as Arrow of ``schema`` (its columns, batch_id left
-        out): by the ``client_reader`` when there is one (0.8 s of server jobs less in a one-pass
-        interval), else collected from Spark."""
-        reader = self.client_reader()
+        out): by the ``direct_reader`` when there is one (over Spark Connect, 0.8 s of server jobs
+        less in a one-pass interval), else collected from Spark."""
+        reader = self.direct_reader()
         if reader is not None:
             return reader.state_snapshot(last).select(schema.names).cast(schema)
         return self.read_state(last).select(*schema.names).toArrow().cast(schema)
@@ -241,8 +234,9 @@ class DeltaStore:
     def staged_batches(self, after_batch: int, clock_column: str) -> list[dict[str, Any]]:
         """Per batch in ``staging`` after ``after_batch``, in order: ``_batch``, its first and
         last ``_seq`` (``lo``, ``hi``) and its latest replay clock (``clock``):
-        by the ``client_reader`` when there is one, else by a Spark job."""
-        reader = self.client_reader()
+        by the ``direct_reader`` when there is one (0.14-0.19 s against 0.9 s for a warm Spark
+        job over a 10M-record ``staging``, 5.8 s for the first job in a JVM), else by a Spark job."""
+        reader = self.direct_reader()
         if reader is not None:
             return reader.staged_batches(after_batch, clock_column)
         if not self.exists("staging"):

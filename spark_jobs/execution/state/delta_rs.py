@@ -1,10 +1,12 @@
 """A pipeline's tables read without a JVM: delta-rs (``deltalake``) and its DataFusion SQL.
 
 What answers in a second must not start Spark: ``replay status``, and whether an Airflow interval
-has anything to do (``execution.pending_work``). And a Spark Connect client reads the small things
-a run needs itself rather than asking its server for a job each (``DeltaStore.client_reader``):
-the tables' versions and log, the window state, the staged batches still due and a small pass's
-records. delta-rs reads them straight from the Delta log and the Parquet files. Reads go through
+has anything to do (``execution.pending_work``). And a run reads what it needs of its tables
+on the driver with it rather than a Spark job each (``DeltaStore.direct_reader``), in-process or
+over Spark Connect: the window state, the staged batches still due, a pass's staged records and
+late records (and, over Connect, the tables' versions and log). delta-rs reads them straight from
+the Delta log and the Parquet files, several times faster than a Spark job collected to the
+driver. Reads go through
 ``QueryBuilder`` (DataFusion), which also reads the one table with deletion vectors
 (``window_latest``), and come back through the Arrow C stream (``RecordBatchReader.from_stream``:
 ``pyarrow.table()`` on the same stream imports pandas, 2 s), with DataFusion's view string types
