@@ -71,7 +71,6 @@ def _file_path(source_path: str, relative: str) -> str:
 
 
 def _open(source: SourceConfig, where: str) -> Any:
-
     from ..config import parse_instant
 
     try:
@@ -163,7 +162,6 @@ def _walk_forward(source: SourceConfig, table: Any, version: int
     snapshot): the version that added each file of the snapshot, and the (version, operation) that
     removed each file no longer in it. Starts at the oldest version still loadable: 0, or (once
     old log files were cleaned up) a checkpoint's, whose files all count as added there."""
-
     operations = _operations(table)
     walker, start = table, version
     for candidate in sorted(v for v in operations if v <= version):
@@ -193,7 +191,6 @@ def _walk_back(source: SourceConfig, version: int, wanted: list[str]) -> dict[st
     """The version that added each of ``wanted`` (files of the snapshot at ``version``): the
     versions are loaded newest first until none of them is in one; a file still there at the
     oldest loadable version counts as added there (as ``_walk_forward`` counts it)."""
-
     left, added = set(wanted), {}
     if not left:
         return added
