@@ -189,6 +189,10 @@ class PipelineConfig:
     #: How many processes a big pass on the driver shares its keys between (the driver and
     #: helpers; no more than the driver's cores). 1: the driver alone.
     driver_processes: int = 2
+    #: An ingest of up to this many lines (as bounded before it is read) is read once: its rows
+    #: are collected on the driver, numbered there and written to ``staging`` and ``quarantine``
+    #: by delta-rs, where this process reaches the tables; a larger one is read twice by Spark.
+    stage_on_driver_max_records: int = 2_500_000
     latest_every: int = 10
     evictor: Any = None
     aggregate_function: UserFunction | None = None
@@ -397,9 +401,12 @@ class _Parser:
             batch, "batch", "driver_pass_max_records", 1_000_000, minimum=0
         )
         driver_processes = self.whole_number(batch, "batch", "driver_processes", 2, minimum=1)
+        stage_on_driver_max_records = self.whole_number(
+            batch, "batch", "stage_on_driver_max_records", 2_500_000, minimum=0
+        )
         unknown = sorted(set(batch) - {
             "max_records", "pass_max_records", "sort_on_driver_max_records", "driver_pass_max_records",
-            "driver_processes",
+            "driver_processes", "stage_on_driver_max_records",
         })
         if unknown:
             raise self.fail(f"batch.{unknown[0]}", "unknown setting")
@@ -426,6 +433,7 @@ class _Parser:
             sort_on_driver_max_records=sort_on_driver_max_records,
             driver_pass_max_records=driver_pass_max_records,
             driver_processes=driver_processes,
+            stage_on_driver_max_records=stage_on_driver_max_records,
             output_path=resolve_path(output_path),
             latest_every=latest_every,
             evictor=evictor,

@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import reduce
 from typing import Any
 
@@ -22,6 +22,7 @@ from ..exceptions import ArchiveChangedError
 from .archive_delta import check_delta_unchanged, list_delta
 from .archive_files import change_of
 from .faults import crash_point
+from .ingest_once import collected_columns, ingested_columns, reads_once, stage_on_driver
 from .ordering import (
     driver_key_columns,
     give_back_freed_memory,
@@ -39,6 +40,8 @@ from .state.delta import DeltaStore
 #: ``_seq`` and row groups of 2 MB, so a pass of a few thousand records reads little more than its
 #: own row groups; raw lines and ids, a value per row, get no dictionary.
 STAGING_LAYOUT = {"row_group_bytes": 2 << 20, "unique_columns": ("_raw", "_id")}
+#: What reads of ``staging`` filter on: the only columns its files keep statistics of.
+STAGING_STATS_COLUMNS = ("_seq", "_batch", "_ingest")
 
 #: An archive whose size allows up to this many times ``batch.sort_on_driver_max_records`` lines
 #: (each its shortest possible record) has its keys collected by the first read without counting
@@ -89,6 +92,55 @@ class StepClock:
         self.mark = now
 
 
+@dataclass
+class Staged:
+    """What staging an ingest gave: records and quarantined lines per archive file index, the
+    quarantine's write (a future), and what this run's passes take from the ingest (None: they
+    read ``staging``)."""
+
+    per_file_records: np.ndarray
+    per_file_bad: np.ndarray
+    quarantine: Future
+    ingested: tuple[int, int, Any] | None
+
+
+class NewLines:
+    """The new archive files of an ingest, as checked lines: each input's (a join has two)."""
+
+    def __init__(self, spark: Any, config: PipelineConfig, sources: list[Any], files: list[list[Any]],
+                 first_index: int):
+        self.spark = spark
+        self.config = config
+        self.sources = sources
+        self.files = files
+        self.first_index = first_index  # the first new file's index (files are numbered in order)
+
+    def read(self, only: Any = None) -> list[tuple[Any, Callable[[Any], Any]]]:
+        """Each input's checked archive (``sources.check_archive``; ``only``: just those lines)
+        and a function adding its input number (``_input``, joins) to a frame of its rows."""
+        from pyspark.sql import functions as F
+
+        from .sources import check_archive
+
+        parts, first_index = [], self.first_index
+        for number, (source, files) in enumerate(zip(self.sources, self.files, strict=True)):
+            config = self.config if number == 0 else replace(self.config, source=source)
+            checked = check_archive(self.spark, config, files, first_index, only)
+            first_index += len(files)
+
+            def tag(frame: Any, number: int = number) -> Any:
+                if self.config.join is None:
+                    return frame
+                return frame.withColumn("_input", F.lit(number).cast("long"))
+
+            parts.append((checked, tag))
+        return parts
+
+    @staticmethod
+    def union(frames: list[Any]) -> Any:
+        return reduce(lambda a, b: a.unionByName(b), frames)
+
+
 class Ingest:
     """The ingest of one run (``ingest``), with what it reads of the pipeline's tables."""
 
@@ -109,17 +161,11 @@ class Ingest:
         passes take from it (``PassComputer.ingested``); both None when there was nothing new.
         ``kept_columns(records)`` names the record columns the passes want kept on the driver.
 
-        The archive is read twice rather than cached (a cache costs more to fill than a second
-        read): once for the narrow sort keys and each line's outcome, collected on the driver,
-        which numbers the records (with the columns the passes' operator reads, when those passes
-        run on the driver: ``PassComputer.kept_record_columns``); once more for the full records, staged with
-        their numbers.
-        Quarantined lines, known by then, are read a third time on their own.
+        A small ingest is read once, its rows collected on the driver (``stage_read_once``); a
+        larger one twice by Spark (``stage_read_twice``).
         """
-        from pyspark.sql import functions as F
-
         # sources imports pyspark at module level: kept here so importing the replay stays light.
-        from .sources import accepted, check_archive, line_count, list_archive, rejected
+        from .sources import line_count, list_archive
 
         sources = self.config.sources()
         known = self.known_files()
@@ -141,126 +187,33 @@ class Ingest:
         clock = StepClock()
         ingest_id = max((v["ingest_id"] for v in known.values()), default=-1) + 1
         seq_base, batch_base = self.next_positions(known)
-        join = self.config.join is not None
-
-        def read(only: Any = None) -> list[tuple[Any, Any]]:
-            """Each input's checked archive and a function adding its input number (joins)."""
-            parts, first_index = [], len(known)
-            for number, (source, files) in enumerate(zip(sources, new_per_input, strict=True)):
-                config = self.config if number == 0 else replace(self.config, source=source)
-                checked = check_archive(self.spark, config, files, first_index, only)
-                first_index += len(files)
-
-                def tag(frame: Any, number: int = number) -> Any:
-                    return frame.withColumn("_input", F.lit(number).cast("long")) if join else frame
-
-                parts.append((checked, tag))
-            return parts
-
-        def union(frames: list[Any]) -> Any:
-            return reduce(lambda a, b: a.unionByName(b), frames)
-
-        parts = read()
+        new_lines = NewLines(self.spark, self.config, sources, new_per_input, len(known))
+        parts = new_lines.read()
         clock.step("listed")
-        records = union([tag(accepted(checked.frame, self.config)) for checked, tag in parts])
         bound = None if any(c.max_rows is None for c, _ in parts) else sum(c.max_rows for c, _ in parts)
-        limit = self.config.sort_on_driver_max_records
         # Counting the lines reads the archive once more: done only when its size leaves room for
-        # more than `collected` records (or says nothing: gzip). Up to that the first read collects
-        # the keys anyway, and the records past `limit` are then numbered on the cluster all the same.
-        collected = limit * DRIVER_SLACK
-        if bound is None or bound > collected:
+        # more than the driver collects (or says nothing: gzip). Up to that the first read collects
+        # the keys anyway, and the records past the limit are then numbered on the cluster all the same.
+        if bound is None or bound > self.config.sort_on_driver_max_records * DRIVER_SLACK:
             bound = sum(
                 line_count(self.spark, replace(self.config, source=source), files)
                 for source, files in zip(sources, new_per_input, strict=True)
             )
-        on_driver = bound <= collected
-        # One read: every accepted record's sort keys (driver numbering), and where the
-        # quarantined lines are; the operator's columns too when this run's passes take their
-        # records from here. Past the driver's limit the same read has Spark sort the lines' keys.
-        kept = kept_columns(bound) if on_driver else []
-        if on_driver:
-            wanted = list(dict.fromkeys([*driver_key_columns(self.config), *kept]))
-        else:
-            wanted = sort_key_columns(self.config)
-        probe = union([
-            tag(checked.frame).select(F.col("_outcome").isNull().alias("_ok"), *wanted)
-            for checked, tag in parts
-        ])
         files = len(known) + len(new)
-        outcomes = (probe.toArrow() if on_driver
-                    else lines_in_replay_order(probe, order_columns(self.config), files))
-        for name in kept:  # (encoded before the rows are filtered and reordered: cheaper to copy)
-            index = outcomes.schema.get_field_index(name)
-            if pa.types.is_string(outcomes.schema.types[index]):
-                outcomes = outcomes.set_column(index, name, outcomes.column(index).dictionary_encode())
-        ok = outcomes.column("_ok").to_numpy(zero_copy_only=False)
-        # The driver sorts the keys it collected; Spark's sort left the lines in replay order.
-        keys = outcomes.filter(ok).drop_columns(["_ok"]) if on_driver else None
-        ordered = None if on_driver else outcomes
-        bad = outcomes.filter(~ok).select(["_file_index", "_line"]).cast(QUARANTINED_LINES)
-        del outcomes, ok  # (100 MB at 100M lines, not held through the numbering)
-        file_indexes = {f.path: len(known) + i for i, f in enumerate(new)}  # as read() numbers them
-        per_file_bad = np.bincount(bad.column("_file_index").to_numpy(), minlength=files)
-        if keys is not None and keys.num_rows > limit:  # (collected within DRIVER_SLACK)
-            keys = None  # numbered on the cluster
-        clock.step("parsed")
-        ingested = None
-        numbered = number_records(self.spark, self.config, records, seq_base, keys, ordered)
-        del ordered
-        per_file_records = np.zeros(files, dtype=np.int64)
-        for file_index, count in numbered.file_records.items():
-            per_file_records[file_index] = count
-        accepted_count = int(per_file_records.sum())
-        if keys is None and accepted_count:
-            self.progress(
-                f"[{self.config.name}] {accepted_count} records: numbered on the cluster "
-                f"(over batch.sort_on_driver_max_records, {limit})"
-            )
-        if numbered.replay_order is not None:
-            # This run's passes take their watermark timelines (and kept records) from here rather
-            # than from staging.
-            # (The kept strings are encoded already; _partition, a sort key, only once numbered.)
-            columns = keys.select(list(dict.fromkeys([*timeline_columns(self.config), *kept])))
-            index = columns.schema.get_field_index("_partition")
-            columns = columns.set_column(index, "_partition", columns.column(index).dictionary_encode())
-            ingested = (seq_base, batch_base, columns.take(numbered.replay_order))
-            del columns
-        del keys
-        give_back_freed_memory()  # the collected keys (up to GBs), before the passes take over
-        clock.step("numbered")
-        # The quarantined lines, known by now, are read again on their own, beside the staging
-        # write: both are idempotent (replaced by ingest id) until source_files commits the ingest.
-        quarantined = bad.num_rows
-        if quarantined:
-            bad_rows = union([tag(rejected(checked.frame)) for checked, tag in read(bad)])
-            if join:
-                bad_rows = bad_rows.drop("_input")
-        else:
-            bad_rows = self.spark.createDataFrame(
-                [], "source_file string, line bigint, raw string, reason string, detail string"
-            )
-        quarantine = self.pool.submit(
-            self.store.replace_where, bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")),
-            "quarantine", f"ingest_id = {ingest_id}",
-        )
-        batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
-        staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
-        self.store.replace_where(
-            staged, "staging", f"_ingest = {ingest_id}",
-            stats_columns=("_seq", "_batch", "_ingest"),  # what reads of staging filter on
-            **STAGING_LAYOUT,
-        )
-        numbered.close()
+        file_indexes = {f.path: len(known) + i for i, f in enumerate(new)}  # as NewLines numbers them
+        stage = self.stage_read_once if self.reads_once(bound, new) else self.stage_read_twice
+        staged = stage(new_lines, parts, bound, kept_columns, files, seq_base, batch_base, ingest_id, clock)
+        accepted_count = int(staged.per_file_records.sum())
+        quarantined = int(staged.per_file_bad.sum())
         clock.step("staged")
         crash_point("ingest:staged")
-        quarantine.result()
+        staged.quarantine.result()
         clock.step("quarantined")
         rows = pa.Table.from_pylist([
             {"path": f.path, "size": f.size, "modified_ms": f.modified_ms,
              "file_index": file_indexes[f.path], "ingest_id": ingest_id,
-             "records": int(per_file_records[file_indexes[f.path]]),
-             "quarantined": int(per_file_bad[file_indexes[f.path]]),
+             "records": int(staged.per_file_records[file_indexes[f.path]]),
+             "quarantined": int(staged.per_file_bad[file_indexes[f.path]]),
              "seq_start": seq_base, "seq_end": seq_base + accepted_count, "batch_start": batch_base,
              "batch_end": batch_base + -(-accepted_count // self.batch_size), "etag": f.etag}
             for f in new
@@ -283,7 +236,124 @@ class Ingest:
             f"[{self.config.name}] ingested {len(new)} files: {accepted_count + quarantined} records, "
             f"{accepted_count} accepted, {quarantined} quarantined"
         )
-        return logged, ingested
+        return logged, staged.ingested
+
+    def reads_once(self, bound: int, new: list[Any]) -> bool:
+        """Whether an ingest of at most ``bound`` lines in the ``new`` files is read once
+        (``ingest_once``): small enough for the driver to hold and number (within ``DRIVER_SLACK``
+        of ``batch.sort_on_driver_max_records``), and its tables within this process's reach."""
+        return (bound <= self.config.sort_on_driver_max_records * DRIVER_SLACK
+                and reads_once(self.config, bound, new) and self.store.writes_directly("staging"))
+
+    def stage_read_once(
+        self, new_lines: NewLines, parts: list[tuple[Any, Any]], bound: int,
+        kept_columns: Callable[[int], list[str]], files: int, seq_base: int, batch_base: int,
+        ingest_id: int, clock: StepClock,
+    ) -> Staged:
+        """Stage a small ingest from one read (``ingest_once``): every checked line collected,
+        split, numbered and written from the driver."""
+        lines = new_lines.union([tag(checked.frame.select(*collected_columns(self.config)))
+                                 for checked, tag in parts]).toArrow()
+        clock.step("parsed")
+        rows = stage_on_driver(lines, self.config, files, seq_base, batch_base, self.batch_size, ingest_id)
+        del lines
+        ingested = (seq_base, batch_base, ingested_columns(rows.staged, self.config, kept_columns(bound)))
+        clock.step("numbered")
+        quarantine = self.pool.submit(
+            self.store.replace_rows, rows.quarantined, "quarantine", f"ingest_id = {ingest_id}",
+        )
+        self.store.replace_rows(rows.staged, "staging", f"_ingest = {ingest_id}",
+                                stats_columns=STAGING_STATS_COLUMNS, **STAGING_LAYOUT)
+        return Staged(rows.per_file_records, rows.per_file_bad, quarantine, ingested)
+
+    def stage_read_twice(
+        self, new_lines: NewLines, parts: list[tuple[Any, Any]], bound: int,
+        kept_columns: Callable[[int], list[str]], files: int, seq_base: int, batch_base: int,
+        ingest_id: int, clock: StepClock,
+    ) -> Staged:
+        """Stage an ingest read twice by Spark: once for the narrow sort keys and each line's
+        outcome, collected on the driver, which numbers the records (with the columns the passes'
+        operator reads, when those passes run on the driver: ``PassComputer.kept_record_columns``);
+        once more for the full records, staged with their numbers. Quarantined lines, known by
+        then, are read a third time on their own. (A cache costs more to fill than a second read.)"""
+        from pyspark.sql import functions as F
+
+        from .sources import accepted, rejected
+
+        limit = self.config.sort_on_driver_max_records
+        on_driver = bound <= limit * DRIVER_SLACK
+        records = new_lines.union([tag(accepted(checked.frame, self.config)) for checked, tag in parts])
+        # One read: every accepted record's sort keys (driver numbering), and where the
+        # quarantined lines are; the operator's columns too when this run's passes take their
+        # records from here. Past the driver's limit the same read has Spark sort the lines' keys.
+        kept = kept_columns(bound) if on_driver else []
+        if on_driver:
+            wanted = list(dict.fromkeys([*driver_key_columns(self.config), *kept]))
+        else:
+            wanted = sort_key_columns(self.config)
+        probe = new_lines.union([
+            tag(checked.frame).select(F.col("_outcome").isNull().alias("_ok"), *wanted)
+            for checked, tag in parts
+        ])
+        outcomes = (probe.toArrow() if on_driver
+                    else lines_in_replay_order(probe, order_columns(self.config), files))
+        for name in kept:  # (encoded before the rows are filtered and reordered: cheaper to copy)
+            index = outcomes.schema.get_field_index(name)
+            if pa.types.is_string(outcomes.schema.types[index]):
+                outcomes = outcomes.set_column(index, name, outcomes.column(index).dictionary_encode())
+        ok = outcomes.column("_ok").to_numpy(zero_copy_only=False)
+        # The driver sorts the keys it collected; Spark's sort left the lines in replay order.
+        keys = outcomes.filter(ok).drop_columns(["_ok"]) if on_driver else None
+        ordered = None if on_driver else outcomes
+        bad = outcomes.filter(~ok).select(["_file_index", "_line"]).cast(QUARANTINED_LINES)
+        del outcomes, ok  # (100 MB at 100M lines, not held through the numbering)
+        per_file_bad = np.bincount(bad.column("_file_index").to_numpy(), minlength=files)
+        if keys is not None and keys.num_rows > limit:  # (collected within DRIVER_SLACK)
+            keys = None  # numbered on the cluster
+        clock.step("parsed")
+        ingested = None
+        numbered = number_records(self.spark, self.config, records, seq_base, keys, ordered)
+        del ordered
+        per_file_records = np.zeros(files, dtype=np.int64)
+        for file_index, count in numbered.file_records.items():
+            per_file_records[file_index] = count
+        if keys is None and per_file_records.sum():
+            self.progress(
+                f"[{self.config.name}] {int(per_file_records.sum())} records: numbered on the cluster "
+                f"(over batch.sort_on_driver_max_records, {limit})"
+            )
+        if numbered.replay_order is not None:
+            # This run's passes take their watermark timelines (and kept records) from here rather
+            # than from staging.
+            # (The kept strings are encoded already; _partition, a sort key, only once numbered.)
+            columns = keys.select(list(dict.fromkeys([*timeline_columns(self.config), *kept])))
+            index = columns.schema.get_field_index("_partition")
+            columns = columns.set_column(index, "_partition", columns.column(index).dictionary_encode())
+            ingested = (seq_base, batch_base, columns.take(numbered.replay_order))
+            del columns
+        del keys
+        give_back_freed_memory()  # the collected keys (up to GBs), before the passes take over
+        clock.step("numbered")
+        # The quarantined lines, known by now, are read again on their own, beside the staging
+        # write: both are idempotent (replaced by ingest id) until source_files commits the ingest.
+        if bad.num_rows:
+            bad_rows = new_lines.union([tag(rejected(checked.frame)) for checked, tag in new_lines.read(bad)])
+            if self.config.join is not None:
+                bad_rows = bad_rows.drop("_input")
+        else:
+            bad_rows = self.spark.createDataFrame(
+                [], "source_file string, line bigint, raw string, reason string, detail string"
+            )
+        quarantine = self.pool.submit(
+            self.store.replace_where, bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")),
+            "quarantine", f"ingest_id = {ingest_id}",
+        )
+        batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
+        staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
+        self.store.replace_where(staged, "staging", f"_ingest = {ingest_id}",
+                                 stats_columns=STAGING_STATS_COLUMNS, **STAGING_LAYOUT)
+        numbered.close()
+        return Staged(per_file_records, per_file_bad, quarantine, ingested)
 
     def known_files(self) -> dict[str, dict[str, Any]]:
         """``source_files``' rows by path. A lakehouse this process reaches (the local disk, S3) is

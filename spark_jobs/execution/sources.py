@@ -25,8 +25,9 @@ recovered line by line, where Hadoop's codec would fail the job or drop the file
 by the same Java code as a UDF. The fields are then typed and validated by Spark SQL. Files are
 read as they are (no ``ignoreCorruptFiles``, which would silently drop data).
 
-Every evaluation re-reads the archive: the ingest reads it twice (narrow keys, then the staged
-records) rather than caching it, which costs less than filling a cache.
+Every evaluation re-reads the archive: a big ingest reads it twice (narrow keys, then the staged
+records) rather than caching it, which costs less than filling a cache; a small one collects
+every checked line once (``ingest_once``).
 
 zstd files (``.zst``) go the gzip way; CSV files (with a header line) are cut into lines by the
 same splitter and parsed line by line (``archive_csv``). A field may be a nested path
@@ -47,7 +48,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..config import local_path
@@ -74,7 +75,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "QUARANTINE_COLUMNS", "QUARANTINE_REASONS", "RECORD_COLUMNS", "ArchiveFile", "CheckedArchive",
-    "accepted", "check_archive", "line_count", "list_archive", "read_archive", "rejected",
+    "accepted", "check_archive", "line_count", "list_archive", "read_archive", "record_columns",
+    "rejected",
 ]
 
 RECORD_COLUMNS = (
@@ -205,12 +207,17 @@ def check_archive(
 
 def accepted(checked: DataFrame, config: PipelineConfig) -> DataFrame:
     """The accepted records of ``check_archive``'s rows."""
-    return checked.where(F.col("_outcome").isNull()).select(
+    return checked.where(F.col("_outcome").isNull()).select(*record_columns(config))
+
+
+def record_columns(config: PipelineConfig) -> list[Column]:
+    """A record's columns, as ``accepted`` takes them from ``check_archive``'s rows."""
+    return [
         F.col("_file"), F.col("_file_index").cast("int"), F.col("_line").cast("bigint"),
-        "_event_time", "_ingest_time", "_partition", "_offset", "_id", "_raw",
+        *[F.col(name) for name in ("_event_time", "_ingest_time", "_partition", "_offset", "_id", "_raw")],
         *[F.col(quote(k)) for k in config.key],
         *[F.col(quote(c)) for c in config.value_columns()],
-    )
+    ]
 
 
 def rejected(checked: DataFrame) -> DataFrame:

@@ -68,6 +68,8 @@ def test_defaults():
     assert parse_config(with_("batch.driver_pass_max_records", 0)).driver_pass_max_records == 0
     assert config.driver_processes == 2
     assert parse_config(with_("batch.driver_processes", 1)).driver_processes == 1
+    assert config.stage_on_driver_max_records == 2_500_000
+    assert parse_config(with_("batch.stage_on_driver_max_records", 0)).stage_on_driver_max_records == 0
 
 
 @pytest.mark.parametrize(("path", "value", "field"), [
@@ -98,6 +100,8 @@ def test_defaults():
     ("batch.driver_pass_max_records", -1, "batch.driver_pass_max_records"),
     ("batch.driver_pass_max_records", "all", "batch.driver_pass_max_records"),
     ("batch.driver_processes", 0, "batch.driver_processes"),
+    ("batch.stage_on_driver_max_records", -1, "batch.stage_on_driver_max_records"),
+    ("batch.stage_on_driver_max_records", "1M", "batch.stage_on_driver_max_records"),
     ("batch.sort_on_cluster", True, "batch.sort_on_cluster"),
     ("maintenance.vacuum_retention_hours", 24, "maintenance.vacuum_retention_hours"),
 ])

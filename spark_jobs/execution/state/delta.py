@@ -57,6 +57,8 @@ LATEST_TABLE_PROPERTIES = {**NEW_TABLE_PROPERTIES, "delta.enableChangeDataFeed":
 #: The property that makes Spark's MERGE mark replaced rows in deletion vectors instead of
 #: rewriting the files that hold them.
 DELETION_VECTORS = "delta.enableDeletionVectors"
+#: The table property naming the columns whose statistics a new table keeps.
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 
 
 def staging_clock_column(config: PipelineConfig) -> str:
@@ -152,19 +154,32 @@ class DeltaStore:
         writer = self._writer(frame, self._replacing(table) if mode == "overwrite" else "append")
         writer.options(**properties).option("userMetadata", f"batch={batch_id}").save(self.path(table))
 
+    def writes_directly(self, table: str) -> bool:
+        """Whether rows held on this side are written to ``table`` by delta-rs (``replace_rows``,
+        ``append_rows``): this process reaches it (the local disk, S3)."""
+        return delta_location(self.path(table)) is not None
+
     def replace_rows(self, rows: Any, table: str, predicate: str, user_metadata: str | None = None,
-                     merge_schema: bool = False) -> None:
+                     merge_schema: bool = False, stats_columns: tuple[str, ...] = (),
+                     row_group_bytes: int = 0, unique_columns: tuple[str, ...] = ()) -> None:
         """``replace_where`` for rows held on this side (Arrow): by delta-rs where this process
         reaches the table (the ingest's ``source_files`` commit: 3.5 s of a first 1M run as a
-        Spark job creating the table), else by Spark."""
+        Spark job creating the table), else by Spark. The layout arguments are
+        ``replace_where``'s."""
         location = delta_location(self.path(table))
         if location is not None:
-            new_table = None if self.exists(table) else NEW_TABLE_PROPERTIES
-            write_on_client(location, rows, "overwrite", user_metadata, new_table, predicate, merge_schema)
+            new_table = None
+            if not self.exists(table):
+                new_table = dict(NEW_TABLE_PROPERTIES)
+                if stats_columns:
+                    new_table[STATS_COLUMNS] = ",".join(stats_columns)
+            write_on_client(location, rows, "overwrite", user_metadata, new_table, predicate, merge_schema,
+                            row_group_bytes, unique_columns)
             return
         from ..arrow_frames import arrow_frame
 
-        self.replace_where(arrow_frame(self.spark, rows), table, predicate,
+        self.replace_where(arrow_frame(self.spark, rows), table, predicate, stats_columns=stats_columns,
+                           row_group_bytes=row_group_bytes, unique_columns=unique_columns,
                            user_metadata=user_metadata, merge_schema=merge_schema)
 
     @staticmethod
@@ -318,7 +333,7 @@ class DeltaStore:
         if mode == "overwrite":
             writer = writer.option("replaceWhere", predicate)
         elif stats_columns:
-            writer = writer.option("delta.dataSkippingStatsColumns", ",".join(stats_columns))
+            writer = writer.option(STATS_COLUMNS, ",".join(stats_columns))
         writer.save(self.path(table))
 
     def merge_latest_panes(self, rows: Any, keys: list[str], batch_id: int,

@@ -91,7 +91,8 @@ def merge_latest(location: DeltaLocation, rows: Any, condition: str, newer: str,
 
 def write_rows(location: DeltaLocation, rows: Any, mode: str, user_metadata: str | None,
                new_table: dict[str, str] | None = None, predicate: str | None = None,
-               merge_schema: bool = False) -> None:
+               merge_schema: bool = False, row_group_bytes: int = 0,
+               unique_columns: tuple[str, ...] = ()) -> None:
     """Append (``mode="append"``) or overwrite the Delta table at ``location``
     (``object_store.delta_location``'s) with ``rows`` (Arrow, cast to the table's schema),
     ``user_metadata`` in the commit's info as Spark's ``userMetadata`` option puts it.
@@ -100,24 +101,44 @@ def write_rows(location: DeltaLocation, rows: Any, mode: str, user_metadata: str
     ``new_table_schema(rows)`` (what Spark would have created: in a first run each of a pass's
     tables was a Spark job, 2.3-2.8 s of a 1M one-batch replay's first pass, against milliseconds).
     ``predicate``: an overwrite replaces only the rows matching it (Spark's ``replaceWhere``).
-    ``merge_schema``: columns of ``rows`` the table lacks are added (null in its older rows)."""
+    ``merge_schema``: columns of ``rows`` the table lacks are added (null in its older rows).
+    ``row_group_bytes`` and ``unique_columns``: the Parquet layout ``DeltaStore.replace_where``
+    asks of Spark (row groups of about that many bytes; no dictionary for those columns)."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
     uri, options = location
     metadata = {} if user_metadata is None else {"userMetadata": user_metadata}
     commit = CommitProperties(custom_metadata=metadata)
+    layout = _writer_properties(rows, row_group_bytes, unique_columns)
     if new_table is not None:
         # Created by its first write, as Spark's append creates a table (one commit).
         write_deltalake(uri, new_table_schema(rows), mode="append", configuration=new_table,
-                        storage_options=options, commit_properties=commit)
+                        storage_options=options, commit_properties=commit, writer_properties=layout)
         return
     table = DeltaTable(uri, storage_options=options)
     if merge_schema:
         write_deltalake(table, new_table_schema(rows), mode=mode, predicate=predicate,
-                        schema_mode="merge", commit_properties=commit)
+                        schema_mode="merge", commit_properties=commit, writer_properties=layout)
         return
     write_deltalake(table, as_table_schema(rows, table), mode=mode, predicate=predicate,
-                    commit_properties=commit)
+                    commit_properties=commit, writer_properties=layout)
+
+
+def _writer_properties(rows: Any, row_group_bytes: int, unique_columns: tuple[str, ...]) -> Any:
+    """delta-rs's Parquet settings for ``write_rows``' layout; None: its defaults. Its row groups
+    are cut by rows, so the bytes are turned into rows by the rows' average size in memory (as
+    Parquet's writer measures a row group before it compresses it)."""
+    from deltalake import ColumnProperties, WriterProperties
+
+    if not row_group_bytes and not unique_columns:
+        return None
+    rows_per_group = None
+    if row_group_bytes and rows.num_rows:
+        rows_per_group = max(1, row_group_bytes * rows.num_rows // max(1, rows.nbytes))
+    return WriterProperties(
+        max_row_group_size=rows_per_group,
+        column_properties={name: ColumnProperties(dictionary_enabled=False) for name in unique_columns},
+    )
 
 
 def new_table_schema(rows: Any) -> Any:

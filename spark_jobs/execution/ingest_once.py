@@ -1,0 +1,118 @@
+"""A small ingest read once: every checked line collected on the driver in one Spark job, split
+there into records and quarantined lines, numbered in replay order (``ordering``) and written to
+``staging`` and ``quarantine`` from the driver (delta-rs, where this process reaches the tables).
+
+A larger ingest reads its archive twice (``ingest``): its narrow sort keys first, then the full
+rows, staged by Spark, which no driver's memory has to hold. Read once, a 1M-line archive's
+ingest skips a second parse of every line and a Spark write job; the tables hold the same rows
+with the same types either way, and a later ingest may take the other route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from .ordering import key_columns, order_columns, replay_positions, timeline_columns
+
+if TYPE_CHECKING:
+    from ..config import PipelineConfig
+    from .archive_files import ArchiveFile
+
+#: The most bytes of archive files (as stored) an ingest read once may hold: a bound on the
+#: driver's memory when its lines are long (JSON Lines are bounded by their lines already).
+STAGE_ON_DRIVER_MAX_BYTES = 1 << 30
+#: How much larger than stored a compressed or columnar file is counted (gzip, zstd, Parquet,
+#: Avro: JSON text compresses 5-10x).
+_STORED_EXPANSION = 8
+#: The collected columns that are not the staged record's: its outcome, and why it is quarantined.
+OUTCOME_COLUMNS = ("_ok", "_reason", "_detail")
+
+
+def reads_once(config: PipelineConfig, bound: int, files: list[ArchiveFile]) -> bool:
+    """Whether an ingest of at most ``bound`` lines from ``files`` is small enough for the
+    driver to hold every line (``batch.stage_on_driver_max_records``)."""
+    if bound > config.stage_on_driver_max_records:
+        return False
+    plain_text = config.source.format in ("jsonl", "csv")
+
+    def counted(file: ArchiveFile) -> int:
+        compressed = not plain_text or file.path.lower().endswith((".gz", ".gzip", ".zst"))
+        return file.size * (_STORED_EXPANSION if compressed else 1)
+
+    return sum(counted(f) for f in files) <= STAGE_ON_DRIVER_MAX_BYTES
+
+
+@dataclass
+class StagedOnDriver:
+    """An ingest's rows, split and numbered on the driver."""
+
+    #: ``staging``'s rows in replay order: the record, ``_seq``, ``_batch`` and ``_ingest``.
+    staged: pa.Table
+    #: ``quarantine``'s rows, ``ingest_id`` included.
+    quarantined: pa.Table
+    #: Records and quarantined lines per archive file index.
+    per_file_records: np.ndarray
+    per_file_bad: np.ndarray
+
+
+def stage_on_driver(
+    lines: pa.Table, config: PipelineConfig, files: int, seq_base: int, batch_base: int,
+    batch_size: int, ingest_id: int,
+) -> StagedOnDriver:
+    """``lines`` (every checked line: ``OUTCOME_COLUMNS``, then a record's columns, with
+    ``_input`` for joins) split, numbered from ``seq_base`` and cut into batches from
+    ``batch_base`` as the two-read ingest stages them; ``files``: archive file indexes in use."""
+    ok = lines.column("_ok").to_numpy(zero_copy_only=False)
+    record_lines = np.flatnonzero(ok)
+    bad = lines.take(np.flatnonzero(~ok))
+    order = order_columns(config)
+    positions = replay_positions(lines.select(key_columns(order)).take(record_lines), order)
+    in_replay_order = np.empty(len(positions), dtype=np.int64)
+    in_replay_order[positions] = record_lines
+    # One copy of the full rows (raw lines included), straight into replay order.
+    staged = lines.drop_columns(list(OUTCOME_COLUMNS)).take(in_replay_order)
+    del lines, record_lines, positions, in_replay_order
+    numbers = np.arange(staged.num_rows, dtype=np.int64)
+    staged = (
+        staged.append_column("_seq", pa.array(numbers + seq_base))
+        .append_column("_batch", pa.array(numbers // batch_size + batch_base))
+        .append_column("_ingest", pa.array(np.full(staged.num_rows, ingest_id, dtype=np.int32)))
+    )
+    quarantined = pa.table({
+        "source_file": bad.column("_file"), "line": bad.column("_line").cast(pa.int64()),
+        "raw": bad.column("_raw"), "reason": bad.column("_reason"), "detail": bad.column("_detail"),
+        "ingest_id": pa.array(np.full(bad.num_rows, ingest_id, dtype=np.int64)),
+    })
+
+    def per_file(table: pa.Table) -> np.ndarray:
+        return np.bincount(table.column("_file_index").to_numpy(zero_copy_only=False), minlength=files)
+
+    return StagedOnDriver(staged, quarantined, per_file(staged), per_file(bad))
+
+
+def ingested_columns(staged: pa.Table, config: PipelineConfig, kept: list[str]) -> pa.Table:
+    """What this run's passes take from an ingest read once (``PassComputer.ingested``): the
+    watermark timeline's and the operator's columns in replay order, strings dictionary-encoded
+    as the two-read ingest gives them."""
+    columns = staged.select(list(dict.fromkeys([*timeline_columns(config), *kept])))
+    for name in [*dict.fromkeys([*kept, "_partition"])]:
+        index = columns.schema.get_field_index(name)
+        if index >= 0 and pa.types.is_string(columns.schema.types[index]):
+            columns = columns.set_column(index, name, columns.column(index).dictionary_encode())
+    return columns
+
+
+def collected_columns(config: PipelineConfig) -> list[Any]:
+    """The Spark columns collected of every checked line: ``OUTCOME_COLUMNS``, then the record's."""
+    from pyspark.sql import functions as F
+
+    from .sources import record_columns
+
+    return [
+        F.col("_outcome").isNull().alias("_ok"), F.col("_outcome.r").alias("_reason"),
+        F.col("_outcome.d").alias("_detail"), *record_columns(config),
+    ]
