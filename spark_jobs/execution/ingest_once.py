@@ -35,8 +35,8 @@ OUTCOME_COLUMNS = ("_ok", "_reason", "_detail")
 def reads_once(config: PipelineConfig, bound: int, files: list[ArchiveFile]) -> bool:
     """Whether an ingest of at most ``bound`` lines from ``files`` is small enough for the
     driver to hold every line (``batch.stage_on_driver_max_records``)."""
-    if bound > config.stage_on_driver_max_records:
-        return False
+    if not config.stage_on_driver_max_records or bound > config.stage_on_driver_max_records:
+        return False  # (0: never)
     plain_text = config.source.format in ("jsonl", "csv")
 
     def counted(file: ArchiveFile) -> int:
