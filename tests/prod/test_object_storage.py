@@ -53,8 +53,10 @@ def world(store, spark_cluster, tmp_path_factory):
                     source_filesystem=pafs.LocalFileSystem(), destination_filesystem=store["fs"])
     demo = yaml.safe_load((ROOT / "include" / "pipelines" / "clicks_per_minute.yaml").read_text())
 
-    def pipeline(name: str, source: str, output: str) -> Path:
+    def pipeline(name: str, source: str, output: str, batch: dict | None = None) -> Path:
         config = {**demo, "source": {**demo["source"], "path": source}, "output": {"path": output}}
+        if batch:
+            config["batch"] = {**demo.get("batch", {}), **batch}
         path = base / f"{name}.yaml"
         path.write_text(yaml.safe_dump(config))
         return path
@@ -134,18 +136,20 @@ def test_replay_on_the_bucket_equals_a_local_replay(world):
     print(f"replay run --finalize: local {world['local_seconds']:.0f} s, on the bucket {seconds:.0f} s")
     got = tables_s3(world["store"], "lakehouse/clicks")
     assert set(got) == set(world["expected"]) and got == world["expected"]
-    # A pass's own writes, the creation of its tables included, and the ingest's source_files
-    # rows are the driver's delta-rs commits on the bucket (conditional PUTs); staging is Spark's.
-    for table in ("window_results", "window_latest", "operator_state", "replay_log", "source_files"):
+    # A pass's own writes, the creation of its tables included, and the ingest's tables (a small
+    # ingest read once) are the driver's delta-rs commits on the bucket (conditional PUTs).
+    for table in ("window_results", "window_latest", "operator_state", "replay_log", "source_files",
+                  "staging", "quarantine"):
         assert writers(world["store"], f"lakehouse/clicks/{table}") == {"delta-rs"}, table
-    assert writers(world["store"], "lakehouse/clicks/staging") == {"spark"}
     assert lease(world["store"], "lakehouse/clicks").type.name == "NotFound"  # released
     status = world["run"]("replay", "status", str(config)).stdout
     assert "finalized" in status, status
 
 
 def test_killed_before_its_commit_resumes_on_the_bucket(world):
-    config = world["pipeline"]("killed", f"s3a://{BUCKET}/archive/clicks", f"s3a://{BUCKET}/lakehouse/killed")
+    # Its ingest read twice, staged by Spark on the bucket (the other route; the same tables).
+    config = world["pipeline"]("killed", f"s3a://{BUCKET}/archive/clicks", f"s3a://{BUCKET}/lakehouse/killed",
+                               batch={"stage_on_driver_max_records": 0})
     crashed = world["run"]("replay", "run", str(config), "--finalize", "--quiet", check=False,
                            extra={"REPLAY_CRASH_AT": "batch:2:before-commit"})
     assert crashed.returncode == -9, crashed.stderr[-3000:]
@@ -154,6 +158,7 @@ def test_killed_before_its_commit_resumes_on_the_bucket(world):
     assert lease(world["store"], "lakehouse/killed").type.name == "File"
     world["run"]("replay", "run", str(config), "--finalize", "--quiet")
     assert tables_s3(world["store"], "lakehouse/killed") == world["expected"]
+    assert writers(world["store"], "lakehouse/killed/staging") == {"spark"}
     assert lease(world["store"], "lakehouse/killed").type.name == "NotFound"
 
 
