@@ -30,7 +30,6 @@ from .ordering import (
     number_records,
     order_columns,
     sort_key_columns,
-    timeline_columns,
 )
 from .passes import Progress, RunSummary, profile
 from .recovery import committed_log
@@ -317,20 +316,18 @@ class Ingest:
         per_file_records = np.zeros(files, dtype=np.int64)
         for file_index, count in numbered.file_records.items():
             per_file_records[file_index] = count
-        if keys is None and per_file_records.sum():
+        numbered_count = int(per_file_records.sum())
+        if keys is None and numbered_count:
             self.progress(
-                f"[{self.config.name}] {int(per_file_records.sum())} records: numbered on the cluster "
+                f"[{self.config.name}] {numbered_count} records: numbered on the cluster "
                 f"(over batch.sort_on_driver_max_records, {limit})"
             )
         if numbered.replay_order is not None:
             # This run's passes take their watermark timelines (and kept records) from here rather
-            # than from staging.
-            # (The kept strings are encoded already; _partition, a sort key, only once numbered.)
-            columns = keys.select(list(dict.fromkeys([*timeline_columns(self.config), *kept])))
-            index = columns.schema.get_field_index("_partition")
-            columns = columns.set_column(index, "_partition", columns.column(index).dictionary_encode())
-            ingested = (seq_base, batch_base, columns.take(numbered.replay_order))
-            del columns
+            # than from staging. (The kept strings are encoded already; _partition, a sort key,
+            # only once numbered.)
+            columns = ingested_columns(keys, self.config, kept, numbered.replay_order)
+            ingested = (seq_base, batch_base, columns)
         del keys
         give_back_freed_memory()  # the collected keys (up to GBs), before the passes take over
         clock.step("numbered")

@@ -96,16 +96,18 @@ def stage_on_driver(
     return StagedOnDriver(staged, quarantined, per_file(staged), per_file(bad))
 
 
-def ingested_columns(staged: pa.Table, config: PipelineConfig, kept: list[str]) -> pa.Table:
-    """What this run's passes take from an ingest read once (``PassComputer.ingested``): the
-    watermark timeline's and the operator's columns in replay order, strings dictionary-encoded
-    as the two-read ingest gives them."""
-    columns = staged.select(list(dict.fromkeys([*timeline_columns(config), *kept])))
-    for name in [*dict.fromkeys([*kept, "_partition"])]:
+def ingested_columns(records: pa.Table, config: PipelineConfig, kept: list[str],
+                     replay_order: np.ndarray | None = None) -> pa.Table:
+    """What this run's passes take from an ingest numbered on the driver, by either route
+    (``PassComputer.ingested``): the watermark timeline's and the operator's (``kept``) columns
+    of ``records``, taken in ``replay_order`` (None: they are in it), strings dictionary-encoded
+    (before the take: cheaper to copy)."""
+    columns = records.select(list(dict.fromkeys([*timeline_columns(config), *kept])))
+    for name in dict.fromkeys([*kept, "_partition"]):
         index = columns.schema.get_field_index(name)
         if index >= 0 and pa.types.is_string(columns.schema.types[index]):
             columns = columns.set_column(index, name, columns.column(index).dictionary_encode())
-    return columns
+    return columns if replay_order is None else columns.take(replay_order)
 
 
 def collected_columns(config: PipelineConfig) -> list[Any]:
