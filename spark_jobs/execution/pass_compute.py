@@ -86,12 +86,14 @@ class PassComputer:
         first, final = batches[0], batches[-1]
         seq_start, seq_end = first.seq_start, final.seq_end
         ids = [batch.batch_id for batch in batches]
-        staged = self.store.staged_range(seq_start, seq_end) if seq_end > seq_start else None
+        # (Whether the pass has records: its Spark frame over ``staging`` is built only where one
+        # is read, as loading the table's snapshot costs a job, a second of a fresh JVM.)
+        has_records = seq_end > seq_start
         inputs = config.input_watermarks()
         record_columns = self.record_columns()
         # The timeline's columns: from what this run ingested when it covers the pass, else from
         # staging, with the pass's records when they are read ahead (one read for both).
-        arrow = self.ingested_timeline(seq_start, seq_end) if staged is not None else None
+        arrow = self.ingested_timeline(seq_start, seq_end) if has_records else None
         timeline = ["_seq", *timeline_columns(config)]
         on_driver = self.runs_on_driver(seq_end - seq_start)
         shared = on_driver and self.shares_keys(seq_end - seq_start)
@@ -101,20 +103,20 @@ class PassComputer:
         ahead_read = 0.0  # seconds reading them (a records_read step)
         small = seq_end - seq_start < READ_AHEAD_RECORDS
         big_rows = None  # a big pass's records and timeline from staging, in one read
-        if staged is not None and on_driver and small:
+        if has_records and on_driver and small:
             late = late_source_columns(self.config) if config.late_output == "side_output" else []
             wanted = [*record_columns, *late, *(timeline if arrow is None else [])]
             mark = time.time()
             staged_rows = self.driver_records(list(dict.fromkeys(wanted)), seq_start, seq_end)
             ahead_read = time.time() - mark
-        elif staged is not None and on_driver and arrow is None:
+        elif has_records and on_driver and arrow is None:
             # (Its late records' raw lines are fetched by their numbers: not a million of them.)
             mark = time.time()
             big_rows = self.store.staged_rows(list(dict.fromkeys([*timeline, *record_columns])),
                                               seq_start, seq_end)
             ahead_read = time.time() - mark
         read = staged_rows if staged_rows is not None else big_rows  # this pass's one staging read
-        if staged is not None and arrow is None:
+        if has_records and arrow is None:
             arrow = (read.select(timeline) if read is not None
                      else self.store.staged_rows(timeline, seq_start, seq_end))
         steps = {"timeline_read": time.time() - started - ahead_read}
@@ -133,10 +135,10 @@ class PassComputer:
             config.watermark, watermark, seq_start, event_time, ingest, partition,
             [(batch.records, batch.finalize) for batch in batches], inputs,
         )
-        if staged is not None:
-            records = staged.select(*record_columns)
-        else:
-            records = self.spark.createDataFrame([], self.staging_schema(record_columns))
+        def records() -> Any:  # the pass's records as a Spark frame
+            if has_records:
+                return self.store.staged_range(seq_start, seq_end).select(*record_columns)
+            return self.spark.createDataFrame([], self.staging_schema(record_columns))
         function = make_cogroup_function(
             config, self.spec, Timeline.concat(timelines), [(b.seq_start, b.batch_id) for b in batches]
         )
@@ -152,13 +154,13 @@ class PassComputer:
             else:
                 rows = self.ingested_records(arrow, seq_start, seq_end)
                 if rows is None:
-                    rows = records.toArrow()
+                    rows = records().toArrow()
             steps["records_read"], mark = ahead_read + time.time() - mark, time.time()
             out = run_keys_on_driver(function, keys, rows, state, output_schema(config),
                                      self.helpers if shared else None)
         else:
             out = (
-                records.groupBy(*keys)
+                records().groupBy(*keys)
                 .cogroup(arrow_frame(self.spark, state).groupBy(*keys))
                 .applyInArrow(function, output_ddl(config))
                 .toArrow()
