@@ -14,7 +14,8 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...config import PipelineConfig, local_path
@@ -71,11 +72,25 @@ def staging_clock_column(config: PipelineConfig) -> str:
 class DeltaStore:
     spark: Any
     config: PipelineConfig
+    #: Writes still running beside the run, by table (``write_behind``): reads of it wait for them.
+    behind: dict[str, Future] = field(default_factory=dict, repr=False)
 
     def path(self, table: str) -> str:
         return self.config.table_path(table)
 
+    def write_behind(self, table: str, write: Future) -> None:
+        """Note ``write`` (a future) as writing ``table`` while the run goes on: this store's
+        reads of the table (``settled``) wait for it, and fail as it failed."""
+        self.behind[table] = write
+
+    def settled(self, table: str) -> None:
+        """Wait for a write of ``table`` still running (``write_behind``), if any."""
+        write = self.behind.get(table)
+        if write is not None:
+            write.result()
+
     def exists(self, table: str) -> bool:
+        self.settled(table)
         if is_connect(self.spark):
             return table in self.versions([table])
         from delta.tables import DeltaTable
@@ -87,6 +102,7 @@ class DeltaStore:
         return "delta.`{}`".format(self.path(table).replace("`", "``"))
 
     def read(self, table: str, version: int | None = None):
+        self.settled(table)
         reader = self.spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
@@ -161,7 +177,8 @@ class DeltaStore:
 
     def replace_rows(self, rows: Any, table: str, predicate: str, user_metadata: str | None = None,
                      merge_schema: bool = False, stats_columns: tuple[str, ...] = (),
-                     row_group_bytes: int = 0, unique_columns: tuple[str, ...] = ()) -> None:
+                     row_group_bytes: int = 0, unique_columns: tuple[str, ...] = (),
+                     compression: str = "") -> None:
         """``replace_where`` for rows held on this side (Arrow): by delta-rs where this process
         reaches the table (the ingest's ``source_files`` commit: 3.5 s of a first 1M run as a
         Spark job creating the table), else by Spark. The layout arguments are
@@ -174,13 +191,14 @@ class DeltaStore:
                 if stats_columns:
                     new_table[STATS_COLUMNS] = ",".join(stats_columns)
             write_on_client(location, rows, "overwrite", user_metadata, new_table, predicate, merge_schema,
-                            row_group_bytes, unique_columns)
+                            row_group_bytes, unique_columns, compression)
             return
         from ..arrow_frames import arrow_frame
 
         self.replace_where(arrow_frame(self.spark, rows), table, predicate, stats_columns=stats_columns,
                            row_group_bytes=row_group_bytes, unique_columns=unique_columns,
-                           user_metadata=user_metadata, merge_schema=merge_schema)
+                           compression=compression, user_metadata=user_metadata,
+                           merge_schema=merge_schema)
 
     @staticmethod
     def _writer(df, mode: str):
@@ -218,6 +236,7 @@ class DeltaStore:
         ``_seq`` order: by the ``direct_reader`` when there is one, else collected from Spark."""
         from ..ordering import collect_in_replay_order, in_replay_order
 
+        self.settled("staging")
         reader = self.direct_reader()
         if reader is not None:
             return in_replay_order(reader.staged_rows(columns, seq_start, seq_end))
@@ -229,6 +248,7 @@ class DeltaStore:
         is one (``DeltaRsReader.staged_records``), else by a Spark join."""
         import pyarrow as pa
 
+        self.settled("staging")
         reader = self.direct_reader()
         if reader is not None:
             return reader.staged_records(columns, seqs)
@@ -251,6 +271,7 @@ class DeltaStore:
         last ``_seq`` (``lo``, ``hi``) and its latest replay clock (``clock``):
         by the ``direct_reader`` when there is one (0.14-0.19 s against 0.9 s for a warm Spark
         job over a 10M-record ``staging``, 5.8 s for the first job in a JVM), else by a Spark job."""
+        self.settled("staging")
         reader = self.direct_reader()
         if reader is not None:
             return reader.staged_batches(after_batch, clock_column)
@@ -304,8 +325,8 @@ class DeltaStore:
 
     def replace_where(
         self, df, table: str, predicate: str, stats_columns: tuple[str, ...] = (),
-        row_group_bytes: int = 0, unique_columns: tuple[str, ...] = (), user_metadata: str | None = None,
-        merge_schema: bool = False,
+        row_group_bytes: int = 0, unique_columns: tuple[str, ...] = (), compression: str = "",
+        user_metadata: str | None = None, merge_schema: bool = False,
     ) -> None:
         """Overwrite just the rows matching ``predicate``: idempotent by replacement.
 
@@ -316,7 +337,9 @@ class DeltaStore:
         on (the default, every one of the first 32, costs a fifth of a wide table's write).
         ``unique_columns`` (a value per row, such as raw lines) are written without the
         dictionary Parquet would build and then give up on (10M staged records: 19.5 s against
-        23.5 s, the same size). ``user_metadata`` goes into the commit's info (``DESCRIBE HISTORY``).
+        23.5 s, the same size). ``compression``: the Parquet codec (lower case, as Spark names
+        it: ``zstd``; empty: the session's). ``user_metadata`` goes into the commit's info
+        (``DESCRIBE HISTORY``).
         ``merge_schema``: columns ``df`` has and the table not yet are added to it (Delta's schema
         evolution; a table written by an earlier release gains a new column, null in old rows).
         """
@@ -330,6 +353,8 @@ class DeltaStore:
             writer = writer.option("parquet.block.size", row_group_bytes)
         for column in unique_columns:
             writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+        if compression:
+            writer = writer.option("compression", compression)
         if mode == "overwrite":
             writer = writer.option("replaceWhere", predicate)
         elif stats_columns:

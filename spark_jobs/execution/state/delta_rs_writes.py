@@ -92,7 +92,7 @@ def merge_latest(location: DeltaLocation, rows: Any, condition: str, newer: str,
 def write_rows(location: DeltaLocation, rows: Any, mode: str, user_metadata: str | None,
                new_table: dict[str, str] | None = None, predicate: str | None = None,
                merge_schema: bool = False, row_group_bytes: int = 0,
-               unique_columns: tuple[str, ...] = ()) -> None:
+               unique_columns: tuple[str, ...] = (), compression: str = "") -> None:
     """Append (``mode="append"``) or overwrite the Delta table at ``location``
     (``object_store.delta_location``'s) with ``rows`` (Arrow, cast to the table's schema),
     ``user_metadata`` in the commit's info as Spark's ``userMetadata`` option puts it.
@@ -102,14 +102,15 @@ def write_rows(location: DeltaLocation, rows: Any, mode: str, user_metadata: str
     tables was a Spark job, 2.3-2.8 s of a 1M one-batch replay's first pass, against milliseconds).
     ``predicate``: an overwrite replaces only the rows matching it (Spark's ``replaceWhere``).
     ``merge_schema``: columns of ``rows`` the table lacks are added (null in its older rows).
-    ``row_group_bytes`` and ``unique_columns``: the Parquet layout ``DeltaStore.replace_where``
-    asks of Spark (row groups of about that many bytes; no dictionary for those columns)."""
+    ``row_group_bytes``, ``unique_columns`` and ``compression``: the Parquet layout
+    ``DeltaStore.replace_where`` asks of Spark (row groups of about that many bytes; no dictionary
+    for those columns; the codec)."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
 
     uri, options = location
     metadata = {} if user_metadata is None else {"userMetadata": user_metadata}
     commit = CommitProperties(custom_metadata=metadata)
-    layout = _writer_properties(rows, row_group_bytes, unique_columns)
+    layout = _writer_properties(rows, row_group_bytes, unique_columns, compression)
     if new_table is not None:
         # Created by its first write, as Spark's append creates a table (one commit).
         write_deltalake(uri, new_table_schema(rows), mode="append", configuration=new_table,
@@ -124,13 +125,19 @@ def write_rows(location: DeltaLocation, rows: Any, mode: str, user_metadata: str
                     commit_properties=commit, writer_properties=layout)
 
 
-def _writer_properties(rows: Any, row_group_bytes: int, unique_columns: tuple[str, ...]) -> Any:
+#: Parquet-mr's default levels (``parquet.compression.codec.zstd.level``): the same bytes whoever writes.
+SPARK_CODEC_LEVELS = {"zstd": 3}
+
+
+def _writer_properties(rows: Any, row_group_bytes: int, unique_columns: tuple[str, ...],
+                       compression: str = "") -> Any:
     """delta-rs's Parquet settings for ``write_rows``' layout; None: its defaults. Its row groups
     are cut by rows, so the bytes are turned into rows by the rows' average size in memory (as
-    Parquet's writer measures a row group before it compresses it)."""
+    Parquet's writer measures a row group before it compresses it). A codec Spark names
+    (``zstd``) is written at the level Spark's Parquet writer uses by default."""
     from deltalake import ColumnProperties, WriterProperties
 
-    if not row_group_bytes and not unique_columns:
+    if not row_group_bytes and not unique_columns and not compression:
         return None
     rows_per_group = None
     if row_group_bytes and rows.num_rows:
@@ -138,6 +145,8 @@ def _writer_properties(rows: Any, row_group_bytes: int, unique_columns: tuple[st
     return WriterProperties(
         max_row_group_size=rows_per_group,
         column_properties={name: ColumnProperties(dictionary_enabled=False) for name in unique_columns},
+        compression=compression.upper() or None,
+        compression_level=SPARK_CODEC_LEVELS.get(compression),
     )
 
 
