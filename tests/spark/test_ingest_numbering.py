@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import shutil
 import signal
+import time
 
 import pytest
-from replay_helpers import cli, run_cli, snapshot, table_rows, write_archive, write_pipeline
+from replay_helpers import BASE_TS, cli, run_cli, snapshot, table_rows, write_archive, write_pipeline
+
+from spark_jobs.config import load_config
+from spark_jobs.execution.operations import run_pipeline
+from spark_jobs.execution.state.delta import DeltaStore
 
 pytestmark = pytest.mark.spark
 
@@ -77,6 +82,42 @@ def test_ingests_of_either_route_mix_and_a_killed_one_is_redone_by_the_other(spa
         seen[name] = staged_tables(spark, lakehouse)
     assert len(seen["twice"]["staging"]) == 240 and len(seen["twice"]["replay_log"]) > 1
     assert seen["mixed"] == seen["twice"]
+
+
+@pytest.mark.parametrize("pending", [False, True], ids=["first run", "batches left pending"])
+def test_reads_of_staging_wait_for_a_small_ingest_written_behind(spark, tmp_path, monkeypatch, pending):
+    """A read-once ingest's staging is written while the run's passes go on, however slow the
+    write: the late events' raw lines (every pass here has late records) and, after a run that
+    left batches pending, the staged batches and the pass spanning them and the new ingest's
+    wait for it. The same tables as an ingest staged before the passes."""
+    archive = write_archive(tmp_path / "archive", records=240, files=3)
+    later = tmp_path / "part-002.jsonl"
+    shutil.move(archive / "part-002.jsonl", later)
+    replace_rows = DeltaStore.replace_rows
+
+    def slow_staging(store, rows, table, *args, **kwargs):
+        if table == "staging":
+            time.sleep(3)  # longer than the run takes to reach its first read of staging
+        return replace_rows(store, rows, table, *args, **kwargs)
+
+    seen = {}
+    for name, once in (("before", 0), ("behind", 1000)):
+        lakehouse = tmp_path / name
+        batch = {"max_records": 40, "pass_max_records": 80, "stage_on_driver_max_records": once}
+        path = write_pipeline(tmp_path / f"{name}.yaml", archive, lakehouse, batch=batch)
+        if pending:  # 160 records staged, batch 0 replayed (its clock is before the interval's end)
+            first = cli("run", str(path), "--until", str(BASE_TS + 60_000))
+            assert first.returncode == 0, first.stderr[-3000:]
+        shutil.copy(later, archive / "part-002.jsonl")
+        with monkeypatch.context() as patch:
+            patch.setattr(DeltaStore, "replace_rows", slow_staging)
+            summary = run_pipeline(load_config(path), spark=spark, finalize=True, progress=lambda _m: None)
+        (archive / "part-002.jsonl").unlink()
+        assert summary.finalized and summary.files_ingested == (1 if pending else 3)
+        seen[name] = staged_tables(spark, lakehouse)
+    assert written_by_delta_rs(tmp_path / "behind" / "staging")
+    assert len(seen["before"]["staging"]) == 240 and seen["before"]["late_events"]
+    assert seen["behind"] == seen["before"]
 
 
 def staged_tables(spark, lakehouse) -> dict:

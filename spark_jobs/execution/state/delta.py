@@ -90,7 +90,7 @@ class DeltaStore:
             write.result()
 
     def exists(self, table: str) -> bool:
-        self.settled(table)
+        # (Not ``settled``: the write behind asks it too. A table being created is not yet.)
         if is_connect(self.spark):
             return table in self.versions([table])
         from delta.tables import DeltaTable
