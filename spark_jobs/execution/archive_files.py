@@ -26,6 +26,13 @@ QUARANTINE_REASONS = (
     "invalid_timestamp", "truncated_gzip", "truncated_zstd", "unreadable_file", "invalid_object_name",
 )
 
+#: A quarantine row's columns (the ingest adds ``ingest_id``), each taken from its checked line's
+#: (``_reason`` and ``_detail``: the line's outcome), whichever route stages the ingest: one mapping.
+QUARANTINE_FROM_CHECKED = (
+    ("source_file", "_file"), ("line", "_line"), ("raw", "_raw"), ("reason", "_reason"),
+    ("detail", "_detail"),
+)
+
 #: Kafka Connect's sink object name, ``<topic>+<partition>+<startOffset>.<ext>`` (a topic name is
 #: ``[A-Za-z0-9._-]``, so ``+`` only separates); a Java regular expression too (Spark SQL reads it).
 KAFKA_CONNECT_NAME = r"(?:^|/)([A-Za-z0-9._-]+)\+([0-9]+)\+([0-9]+)\.[^/]*$"

@@ -288,7 +288,7 @@ class Ingest:
         then, are read a third time on their own. (A cache costs more to fill than a second read.)"""
         from pyspark.sql import functions as F
 
-        from .sources import accepted, rejected
+        from .sources import accepted, accepted_flag, rejected
 
         limit = self.config.sort_on_driver_max_records
         on_driver = bound <= limit * DRIVER_SLACK
@@ -302,7 +302,7 @@ class Ingest:
         else:
             wanted = sort_key_columns(self.config)
         probe = new_lines.union([
-            tag(checked.frame).select(F.col("_outcome").isNull().alias("_ok"), *wanted)
+            tag(checked.frame).select(accepted_flag(), *wanted)
             for checked, tag in parts
         ])
         outcomes = (probe.toArrow() if on_driver

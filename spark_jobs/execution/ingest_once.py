@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from .archive_files import QUARANTINE_FROM_CHECKED
 from .ordering import key_columns, order_columns, replay_positions, timeline_columns
 
 if TYPE_CHECKING:
@@ -84,16 +85,14 @@ def stage_on_driver(
         .append_column("_batch", pa.array(numbers // batch_size + batch_base))
         .append_column("_ingest", pa.array(np.full(staged.num_rows, ingest_id, dtype=np.int32)))
     )
-    quarantined = pa.table({
-        "source_file": bad.column("_file"), "line": bad.column("_line").cast(pa.int64()),
-        "raw": bad.column("_raw"), "reason": bad.column("_reason"), "detail": bad.column("_detail"),
-        "ingest_id": pa.array(np.full(bad.num_rows, ingest_id, dtype=np.int64)),
-    })
+    quarantined = {name: bad.column(line) for name, line in QUARANTINE_FROM_CHECKED}
+    quarantined["line"] = quarantined["line"].cast(pa.int64())
+    quarantined["ingest_id"] = pa.array(np.full(bad.num_rows, ingest_id, dtype=np.int64))
 
     def per_file(table: pa.Table) -> np.ndarray:
         return np.bincount(table.column("_file_index").to_numpy(zero_copy_only=False), minlength=files)
 
-    return StagedOnDriver(staged, quarantined, per_file(staged), per_file(bad))
+    return StagedOnDriver(staged, pa.table(quarantined), per_file(staged), per_file(bad))
 
 
 def ingested_columns(records: pa.Table, config: PipelineConfig, kept: list[str],
@@ -112,11 +111,6 @@ def ingested_columns(records: pa.Table, config: PipelineConfig, kept: list[str],
 
 def collected_columns(config: PipelineConfig) -> list[Any]:
     """The Spark columns collected of every checked line: ``OUTCOME_COLUMNS``, then the record's."""
-    from pyspark.sql import functions as F
+    from .sources import outcome_columns, record_columns
 
-    from .sources import record_columns
-
-    return [
-        F.col("_outcome").isNull().alias("_ok"), F.col("_outcome.r").alias("_reason"),
-        F.col("_outcome.d").alias("_detail"), *record_columns(config),
-    ]
+    return [*outcome_columns(), *record_columns(config)]

@@ -58,6 +58,7 @@ from .archive_checks import CheckedArchive, empty_checked, glob_escaped, quote
 from .archive_csv import read_csv
 from .archive_delta import list_delta, partition_columns
 from .archive_files import (
+    QUARANTINE_FROM_CHECKED,
     QUARANTINE_REASONS,
     ArchiveFile,
     data_suffixes,
@@ -220,15 +221,22 @@ def record_columns(config: PipelineConfig) -> list[Column]:
     ]
 
 
+def accepted_flag() -> Column:
+    """Whether a checked line is a record (its outcome null), as ``_ok``."""
+    return F.col("_outcome").isNull().alias("_ok")
+
+
+def outcome_columns() -> list[Column]:
+    """A checked line's outcome as columns: ``_ok`` (``accepted_flag``), ``_reason`` and
+    ``_detail`` (why it is quarantined; null for a record)."""
+    return [accepted_flag(), F.col("_outcome.r").alias("_reason"), F.col("_outcome.d").alias("_detail")]
+
+
 def rejected(checked: DataFrame) -> DataFrame:
-    """The quarantine rows of ``check_archive``'s rows."""
-    return checked.where(F.col("_outcome").isNotNull()).select(
-        F.col("_file").alias("source_file"),
-        F.col("_line").cast("bigint").alias("line"),
-        F.col("_raw").alias("raw"),
-        F.col("_outcome.r").alias("reason"),
-        F.col("_outcome.d").alias("detail"),
-    )
+    """The quarantine rows of ``check_archive``'s rows (``QUARANTINE_FROM_CHECKED``)."""
+    lines = checked.where(F.col("_outcome").isNotNull()).select("*", *outcome_columns())
+    return lines.select(*(F.col(line).alias(name) for name, line in QUARANTINE_FROM_CHECKED)).withColumn(
+        "line", F.col("line").cast("bigint"))
 
 
 def line_count(spark: SparkSession, config: PipelineConfig, files: list[ArchiveFile]) -> int:
