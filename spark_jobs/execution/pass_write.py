@@ -83,7 +83,6 @@ class PassWriter:
         ``position`` is (pass number, passes, batches) in this run. Returns the pass's last log
         row and its commit."""
         import pyarrow.compute as pc
-        from pyspark.sql import functions as F
 
         config, store = self.config, self.store
         batches, out, by_kind = computed.batches, computed.out, computed.by_kind
@@ -174,9 +173,7 @@ class PassWriter:
         if merged:
             since = result_rows
             if latest_before < first.batch_id - 1 and store.exists("window_results"):
-                earlier = store.read("window_results").where(
-                    (F.col("batch_id") > latest_before) & (F.col("batch_id") < first.batch_id)
-                ).toArrow()
+                earlier = store.batch_rows("window_results", latest_before + 1, first.batch_id - 1)
                 since = pa.concat_tables([earlier.select(since.schema.names).cast(since.schema), since])
             latest = newest_panes(since, self.config.key)
             merge = traced("latest", "window_latest", lambda: store.merge_latest_panes(latest, keys, tag))

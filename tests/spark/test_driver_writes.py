@@ -1,6 +1,7 @@
 """A pass's own writes (results, late events, state, side outputs, ``window_latest``'s MERGE) are
 made by delta-rs on the driver when it reaches the tables (the local disk, S3: the prod tier),
-else by Spark (HDFS, ...): the same tables either way, for passes on the driver, passes on the executors
+else by Spark (HDFS, ...), as are its reads (staged records, late records, the panes a MERGE takes
+from earlier passes): the same tables either way, for passes on the driver, passes on the executors
 (late records fetched from ``staging``) and a keyed process function (side outputs)."""
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def test_tables_written_on_the_driver_equal_spark_s(spark, tmp_path, monkeypatch
     archive = write_archive(tmp_path / "archive", records=240, keys=3, seed=11)
     written, made_by = {}, {}
     for writer in ("delta-rs", "spark"):
-        if writer == "spark":  # as for tables the driver cannot reach itself
+        if writer == "spark":  # as for tables the driver cannot reach itself: written and read by Spark
             monkeypatch.setattr(delta, "delta_location", lambda path: None)
+            monkeypatch.setattr(delta.DeltaStore, "direct_reader", lambda store: None)
         lakehouse = tmp_path / writer
         config = load_config(write_pipeline(tmp_path / f"{writer}.yaml", archive, lakehouse, **CASES[case]))
         run_pipeline(config, spark=spark, finalize=True, progress=lambda _message: None)
