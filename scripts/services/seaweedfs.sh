@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SeaweedFS (a real S3-compatible server) for the production-topology tier (`make test-prod`).
 #
-#   scripts/services/seaweedfs.sh build            build `weed` once into .cache/seaweedfs/ (~3 min)
+#   scripts/services/seaweedfs.sh build            build `weed` once into .cache/seaweedfs/ (~4.5 min)
 #   scripts/services/seaweedfs.sh start DIR PORT   serve S3 on 127.0.0.1:PORT, data in DIR
 #   scripts/services/seaweedfs.sh stop DIR         stop the server started with DIR
 #   scripts/services/seaweedfs.sh run DIR PORT     the same server in the foreground (a container's
