@@ -1,10 +1,10 @@
 """A big driver pass's keys shared with helper processes, so that its operator runs on more than
 the driver's one core (``batch.driver_processes``).
 
-The keys are independent: each helper gets a contiguous run of the sorted keys (their records
-and state rows), runs the same per-key function over them (``run_keys_on_driver``) and sends its
-rows back; the driver runs the last run of keys itself meanwhile, and the outputs are joined in
-key order, so the rows are those of one process. A helper is a plain ``python -m`` child speaking
+The keys are independent: each helper gets a share of the keys (their records and state rows,
+``share_keys``), runs the same per-key function over them (``run_keys_on_driver``) and sends its
+rows back; the driver runs the last share itself meanwhile, and the outputs are joined in key
+order, so the rows are those of one process. A helper is a plain ``python -m`` child speaking
 length-prefixed pickles over its stdin and stdout (no ``multiprocessing``: its start method would
 import the caller's ``__main__``, an Airflow task or pytest); it exits when its stdin closes, so a
 driver that is killed leaves none behind. A helper that fails, or dies, has its keys run on the
@@ -61,21 +61,20 @@ def _read(stream: BinaryIO) -> bytes | None:
     return payload if len(payload) == size else None
 
 
-def share_cuts(weights: list[int], shares: int, last_extra: float = 0.0) -> list[int]:
-    """Where to cut a list of keys with these ``weights`` (their cost) into ``shares`` contiguous
-    runs of about equal weight, the last one ``1 + last_extra`` times the others: ``shares - 1``
-    ascending indexes."""
-    total, parts = sum(weights), shares + last_extra
-    cuts, running = [], 0
-    for index, weight in enumerate(weights):
-        if len(cuts) == shares - 1:
-            break
-        running += weight
-        if running >= total * (len(cuts) + 1) / parts:
-            cuts.append(index + 1)
-    while len(cuts) < shares - 1:
-        cuts.append(len(weights))
-    return cuts
+def share_keys(weights: list[int], shares: int, last_extra: float = 0.0) -> list[list[int]]:
+    """Which keys (indexes into ``weights``, their costs) each of ``shares`` processes runs, the
+    last one ``1 + last_extra`` times as much as each other: the heaviest key first, each to the
+    share that would finish it first (so one big key of a skewed few does not leave a contiguous
+    cut lopsided: sliding windows' eight pages, one of them 30 % of the records). Each share's
+    keys in ascending order; a share may be empty."""
+    capacity = [1.0] * (shares - 1) + [1.0 + last_extra]
+    loads = [0.0] * shares
+    chosen: list[list[int]] = [[] for _ in range(shares)]
+    for index in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
+        share = min(range(shares), key=lambda s: ((loads[s] + weights[index]) / capacity[s], -s))
+        loads[share] += weights[index]
+        chosen[share].append(index)
+    return [sorted(keys) for keys in chosen]
 
 
 class KeyHelpers:

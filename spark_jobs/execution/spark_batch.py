@@ -22,7 +22,7 @@ from ..core.engine.keyed import process_key_columns
 from ..core.engine.model import WindowStateRow
 from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline
-from .key_processes import DRIVER_EXTRA_SHARE, KEY_COST_RECORDS, share_cuts
+from .key_processes import DRIVER_EXTRA_SHARE, KEY_COST_RECORDS, share_keys
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
 _SQL_TYPES = {"string": "STRING", "long": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN"}
@@ -190,7 +190,7 @@ def run_keys_on_driver(
     """What ``records.groupBy(keys).cogroup(state.groupBy(keys)).applyInArrow(function)`` computes,
     without Spark: each key's records (in ``_seq`` order) and state rows go through the same
     ``function``, keys in sorted order. ``helpers`` (``key_processes.KeyHelpers``), when given,
-    take contiguous runs of the keys, the driver the last one: the same rows. ``grouped``: each
+    take shares of the keys (``share_keys``), the driver the last one: the same rows. ``grouped``: each
     key's rows are together already, its records in ``_seq`` order (a share cut from them)."""
     record_groups = _groups(records, keys, "_seq", grouped)
     state_groups = _groups(state, keys, None, grouped)
@@ -209,8 +209,8 @@ def run_keys_on_driver(
     if helpers is None or not helpers.enabled or len(ordered) < helpers.processes:
         return run(ordered)
     weights = [len(record_groups.get(key, (None, no_records))[1]) + KEY_COST_RECORDS for key in ordered]
-    bounds = [0, *share_cuts(weights, helpers.processes, DRIVER_EXTRA_SHARE), len(ordered)]
-    runs = [ordered[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    runs = [[ordered[i] for i in chosen]
+            for chosen in share_keys(weights, helpers.processes, DRIVER_EXTRA_SHARE)]
 
     def share(chosen: list[tuple]) -> tuple[Any, ...]:
         """A helper's arguments: its keys' records and state rows, as this function takes them."""
@@ -220,7 +220,7 @@ def run_keys_on_driver(
                 pa.concat_tables(held or [no_state]), schema)
 
     outputs = helpers.run([share(chosen) for chosen in runs[:-1]], lambda: run(runs[-1]))
-    return pa.concat_tables(outputs)
+    return _in_key_order(outputs, keys, ordered)
 
 
 def run_share(
@@ -229,6 +229,33 @@ def run_share(
     """A share of ``run_keys_on_driver``'s keys, as a helper runs it: its rows cut from the sorted
     pass, each key's together and its records in replay order, so not sorted again."""
     return run_keys_on_driver(function, keys, records, state, schema, grouped=True)
+
+
+def _in_key_order(outputs: list[pa.Table], keys: list[str], ordered: list[tuple]) -> pa.Table:
+    """The shares' rows (each share's key by key, its keys in order) laid out in the order of all
+    the keys, as one process would have written them; as they come should a key not be found
+    again (values that are not equal to themselves): the same rows."""
+    rank = {key: i for i, key in enumerate(ordered)}
+    ranks: list[int] = []
+    starts: list[int] = []  # each key's first row in all the shares' rows
+    base = 0
+    for output in outputs:
+        if output.num_rows:
+            bounds = _key_starts(output, keys)
+            firsts = pa.array(bounds[:-1], pa.int64())
+            values = zip(*(output.column(key).take(firsts).to_pylist() for key in keys), strict=True)
+            ranks += [rank.get(tuple(value), -1) for value in values]
+            starts += [base + start for start in bounds[:-1]]
+        base += output.num_rows
+    joined = pa.concat_tables(outputs)
+    order = np.argsort(np.asarray(ranks, dtype=np.int64), kind="stable")
+    if -1 in ranks or len(set(ranks)) != len(ranks) or (order == np.arange(len(order))).all():
+        return joined
+    first = np.asarray(starts, dtype=np.int64)
+    length = np.diff(np.append(first, base))[order]
+    # Block by block in key order: its rows where they are, less where the block now starts.
+    moved = np.repeat(first[order] - (np.cumsum(length) - length), length)
+    return joined.take(pa.array(np.arange(base, dtype=np.int64) + moved))
 
 
 def _groups(table: pa.Table, keys: list[str], order: str | None,
@@ -240,18 +267,23 @@ def _groups(table: pa.Table, keys: list[str], order: str | None,
     if not grouped:
         sort_keys = [(key, "ascending") for key in keys] + ([(order, "ascending")] if order else [])
         table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
+    bounds = _key_starts(table, keys)
+    groups = {}
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        scalars = tuple(table.column(key)[start] for key in keys)
+        groups[tuple(scalar.as_py() for scalar in scalars)] = (scalars, table.slice(start, end - start))
+    return groups
+
+
+def _key_starts(table: pa.Table, keys: list[str]) -> list[int]:
+    """Where each run of equal ``keys`` values starts in ``table`` (not empty), then its length."""
     starts = np.zeros(table.num_rows, dtype=bool)
     starts[0] = True
     for key in keys:
         column = table.column(key)
         starts[1:] |= pc.not_equal(column.slice(1), column.slice(0, len(column) - 1)).to_numpy(
             zero_copy_only=False)
-    bounds = [*np.flatnonzero(starts).tolist(), table.num_rows]
-    groups = {}
-    for start, end in zip(bounds, bounds[1:], strict=False):
-        scalars = tuple(table.column(key)[start] for key in keys)
-        groups[tuple(scalar.as_py() for scalar in scalars)] = (scalars, table.slice(start, end - start))
-    return groups
+    return [*np.flatnonzero(starts).tolist(), table.num_rows]
 
 
 def _state_rows(state: pa.Table) -> list[WindowStateRow]:

@@ -244,15 +244,16 @@ SHARED_CASES = {
     "session kernel": {"window": {"type": "session", "gap": "5s"}, "trigger": {"type": "event_time"}},
     "per-record operator": {"process": INACTIVITY_ALERT, "window": None, "trigger": None, "aggregates": None,
                             "allowed_lateness": None},
-    "window kernel": {},  # ~0.3 us a record: cheaper on the driver than sent to a helper
+    "window kernel": {},  # tumbling, ~0.3 us a record: cheaper on the driver than sent to a helper
+    "window kernel, sliding": {"window": {"type": "sliding", "size": "1m", "slide": "10s"}},  # 6 a record
 }
 
 
 @pytest.mark.parametrize("case", list(SHARED_CASES))
 def test_driver_passes_share_their_keys_with_helper_processes(spark, tmp_path, monkeypatch, case):
-    """A big pass on the driver runs runs of its keys in helper processes (``driver_processes``)
-    unless its operator is the fixed windows' kernel: the same tables as the driver alone; a
-    helper that dies has its keys run on the driver."""
+    """A big pass on the driver runs shares of its keys in helper processes (``driver_processes``)
+    unless its operator is the fixed windows' kernel over tumbling windows: the same tables as the
+    driver alone; a helper that dies has its keys run on the driver."""
     from spark_jobs.execution import key_processes, pass_compute
 
     archive = write_archive(tmp_path / "archive", records=240, keys=9, seed=11)

@@ -112,6 +112,14 @@ def supports(spec: OperatorSpec) -> bool:
     return _shape(spec) is not None
 
 
+def windows_per_record(spec: OperatorSpec) -> int:
+    """The most windows one record is in, where the kernel covers the pipeline (1: tumbling
+    windows; a sliding window's size over its slide), else 0: how the kernel's cost per record
+    grows (each record is a pair per window)."""
+    shape = _shape(spec)
+    return -(-shape.size // shape.slide) if shape is not None else 0
+
+
 def process_key(
     spec: OperatorSpec,
     timeline: Timeline,

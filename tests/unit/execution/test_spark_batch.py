@@ -52,8 +52,9 @@ class InProcessHelpers:
 @given(st.lists(st.tuples(st.sampled_from("abcdefg"), st.integers(0, 10_000)), unique_by=lambda r: r[1]),
        st.lists(st.sampled_from("abcdefgh"), unique=True), st.integers(2, 4))
 def test_shared_keys_give_the_rows_of_the_driver_alone(records, held, processes):
-    """Shares cut from the sorted keys (their rows grouped already, not sorted again) see each
-    key's records in replay order and its state rows, as the driver alone does."""
+    """Shares of the sorted keys (their rows grouped already, not sorted again) see each key's
+    records in replay order and its state rows, as the driver alone does; their rows come back
+    in the order of all the keys."""
     rows = pa.table({"k": pa.array([k for k, _ in records], pa.string()),
                      "_seq": pa.array([seq for _, seq in records], pa.int64())})
     state = pa.table({"k": pa.array(held, pa.string()), "w": pa.array(range(len(held)), pa.int64())})
