@@ -163,3 +163,47 @@ def test_record_points_give_what_the_searches_give(rows, delay, finalize, times)
         assert (tl.clk_val[clock_point - 1] if clock_point else tl.start_clock) == tl.clock_at(seq)
         for time in times:
             assert tl.event_timer_point(time, seq, advance) == tl.event_timer_point(time, seq)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(-500, 500), st.integers(0, 12), st.sampled_from("abc")),
+                  min_size=1, max_size=60),
+    delay=st.integers(0, 20),
+    idle=st.one_of(st.none(), st.integers(1, 60)),
+    emit=st.sampled_from(["per_record", "periodic"]),
+    cells=st.integers(1, 12),
+    cut=st.integers(0, 30),
+)
+def test_chunks_where_every_partition_stays_active_take_the_same_values(rows, delay, idle, emit, cells, cut):
+    """A chunk whose partitions all spoke before it and cannot fall idle within it skips the
+    per-partition clocks: the same timeline and state as the full computation, chunk by chunk."""
+    from unittest import mock
+
+    from spark_jobs.core import watermarks as module
+
+    config = WatermarkConfig(delay, emit, 7 if emit == "periodic" else None, idle)
+    clocks = np.cumsum([r[1] for r in rows]).tolist()
+    ts, parts = [r[0] for r in rows], [r[2] for r in rows]
+    cut = min(cut, len(rows))
+    _, state = timeline(config, ts[:cut], clocks[:cut], parts[:cut])  # partitions carried in
+    taken = []
+
+    def watched(*args):
+        taken.append(real(*args))
+        return taken[-1]
+
+    real = module._all_active
+    with mock.patch.object(module, "_CHUNK_CELLS", cells):
+        with mock.patch.object(module, "_all_active", watched):
+            fast = timeline(config, ts[cut:], clocks[cut:], parts[cut:], state=state, seq_start=cut)
+        with mock.patch.object(module, "_all_active", lambda *args: False):
+            full = timeline(config, ts[cut:], clocks[cut:], parts[cut:], state=state, seq_start=cut)
+    assert fast[0].to_dict() == full[0].to_dict() and fast[1] == full[1]
+    # Without an idle timeout, every chunk that starts once all partitions have spoken skips them.
+    names = set(state.partitions) | set(parts[cut:])
+    spoken = set(state.partitions)
+    all_spoken = next(i for i in range(len(rows) - cut + 1) if spoken | set(parts[cut:cut + i]) == names)
+    chunk = max(1, cells // len(names))
+    if idle is None and any(lo >= all_spoken for lo in range(0, len(rows) - cut, chunk)):
+        assert any(taken)
