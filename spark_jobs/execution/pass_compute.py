@@ -126,11 +126,12 @@ class PassComputer:
             ingest = arrow.column("_ingest_time").to_numpy()
         partition = None
         if arrow is not None:
-            partition = arrow.column("_partition").to_numpy(zero_copy_only=False).astype(object)
+            partition = arrow.column("_partition")
         if inputs is not None and arrow is not None:
             # Two inputs: each input's partitions are its own ("left/0", "right/0").
             names = np.array([f"{name}/" for name in inputs], dtype=object)
-            partition = names[arrow.column("_input").to_numpy()] + partition.astype(str).astype(object)
+            partition = (names[arrow.column("_input").to_numpy()]
+                         + partition.to_numpy(zero_copy_only=False).astype(str).astype(object))
         timelines, states = compute_pass_timelines(
             config.watermark, watermark, seq_start, event_time, ingest, partition,
             [(batch.records, batch.finalize) for batch in batches], inputs,

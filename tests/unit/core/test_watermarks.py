@@ -207,3 +207,29 @@ def test_chunks_where_every_partition_stays_active_take_the_same_values(rows, de
     chunk = max(1, cells // len(names))
     if idle is None and any(lo >= all_spoken for lo in range(0, len(rows) - cut, chunk)):
         assert any(taken)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(-500, 500), st.integers(0, 12), st.sampled_from(["a", "b", None])),
+                  max_size=40),
+    idle=st.one_of(st.none(), st.integers(1, 60)),
+    chunks=st.integers(1, 3),
+    encoded=st.booleans(),
+)
+def test_partitions_as_an_arrow_column_name_the_same_partitions(rows, idle, chunks, encoded):
+    """A pass gives its partition column as Arrow (chunked, nulls included, maybe dictionary
+    encoded as the ingest keeps it): the same timeline and state as the names as Python objects."""
+    import pyarrow as pa
+
+    config = WatermarkConfig(3, "per_record", None, idle)
+    clocks = np.cumsum([r[1] for r in rows]).tolist()
+    ts, parts = [r[0] for r in rows], [r[2] for r in rows]
+    size = -(-len(parts) // chunks) or 1
+    kind = pa.dictionary(pa.int32(), pa.string()) if encoded else pa.string()
+    column = pa.chunked_array([pa.array(parts[i:i + size], pa.string()).cast(kind)
+                               for i in range(0, len(parts), size)], kind)
+    as_objects = timeline(config, ts, clocks, parts)
+    as_arrow = compute_timeline(config, WatermarkState(), 0, np.array(ts, dtype=np.int64),
+                                np.array(clocks, dtype=np.int64), column)
+    assert as_arrow[0].to_dict() == as_objects[0].to_dict() and as_arrow[1] == as_objects[1]
