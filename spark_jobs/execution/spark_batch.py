@@ -241,10 +241,8 @@ def _in_key_order(outputs: list[pa.Table], keys: list[str], ordered: list[tuple]
     base = 0
     for output in outputs:
         if output.num_rows:
-            bounds = _key_starts(output, keys)
-            firsts = pa.array(bounds[:-1], pa.int64())
-            values = zip(*(output.column(key).take(firsts).to_pylist() for key in keys), strict=True)
-            ranks += [rank.get(tuple(value), -1) for value in values]
+            bounds, _, values = _key_runs(output, keys)
+            ranks += [rank.get(key, -1) for key in values]
             starts += [base + start for start in bounds[:-1]]
         base += output.num_rows
     joined = pa.concat_tables(outputs)
@@ -267,23 +265,25 @@ def _groups(table: pa.Table, keys: list[str], order: str | None,
     if not grouped:
         sort_keys = [(key, "ascending") for key in keys] + ([(order, "ascending")] if order else [])
         table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
-    bounds = _key_starts(table, keys)
-    groups = {}
-    for start, end in zip(bounds, bounds[1:], strict=False):
-        scalars = tuple(table.column(key)[start] for key in keys)
-        groups[tuple(scalar.as_py() for scalar in scalars)] = (scalars, table.slice(start, end - start))
-    return groups
+    bounds, firsts, values = _key_runs(table, keys)
+    return {key: (tuple(column[run] for column in firsts), table.slice(start, end - start))
+            for run, (key, start, end) in enumerate(zip(values, bounds, bounds[1:], strict=False))}
 
 
-def _key_starts(table: pa.Table, keys: list[str]) -> list[int]:
-    """Where each run of equal ``keys`` values starts in ``table`` (not empty), then its length."""
+def _key_runs(table: pa.Table, keys: list[str]) -> tuple[list[int], list[Any], list[tuple]]:
+    """Where each run of equal ``keys`` values starts in ``table`` (not empty), then its length;
+    the key columns at those starts (Arrow); and each run's key as Python values (what
+    ``_groups`` is keyed by)."""
     starts = np.zeros(table.num_rows, dtype=bool)
     starts[0] = True
     for key in keys:
         column = table.column(key)
         starts[1:] |= pc.not_equal(column.slice(1), column.slice(0, len(column) - 1)).to_numpy(
             zero_copy_only=False)
-    return [*np.flatnonzero(starts).tolist(), table.num_rows]
+    bounds = [*np.flatnonzero(starts).tolist(), table.num_rows]
+    # Taken at the run starts in one call a column (indexing a many-chunk column scans its chunks).
+    firsts = [table.column(key).take(pa.array(bounds[:-1], pa.int64())) for key in keys]
+    return bounds, firsts, list(zip(*(column.to_pylist() for column in firsts), strict=True))
 
 
 def _state_rows(state: pa.Table) -> list[WindowStateRow]:
