@@ -323,18 +323,16 @@ def compute_timeline(
         hi = min(n, lo + chunk)
         ts, cl, cd = event_time[lo:hi], clock[lo:hi], codes[lo:hi]
         own = cd[:, None] == np.arange(len(names))[None, :]
+        seen_ts = np.maximum.accumulate(np.where(own, ts[:, None], MIN_TIMESTAMP), axis=0)
+        np.maximum(seen_ts, max_ts[None, :], out=seen_ts)
         if inputs is None and _all_active(last_clock, int(cl[-1]), idle):
             # Every partition stays active through the chunk: the candidate is the least of their
             # largest event times less the delay (the same values, half the work: no clocks per cell).
-            seen_ts = np.maximum.accumulate(np.where(own, ts[:, None], MIN_TIMESTAMP), axis=0)
-            np.maximum(seen_ts, max_ts[None, :], out=seen_ts)
             least = seen_ts.min(axis=1)
             candidate[lo:hi] = np.where(least == MIN_TIMESTAMP, MIN_TIMESTAMP, least - delay)
             max_ts, last_clock = seen_ts[-1], last_clock.copy()
             np.maximum.at(last_clock, cd, cl)  # (the clock never decreases: each one's last record's)
             continue
-        seen_ts = np.maximum.accumulate(np.where(own, ts[:, None], MIN_TIMESTAMP), axis=0)
-        seen_ts = np.maximum(seen_ts, max_ts[None, :])
         seen_clock = np.maximum.accumulate(np.where(own, cl[:, None], MIN_TIMESTAMP), axis=0)
         seen_clock = np.maximum(seen_clock, last_clock[None, :])
         seen = seen_clock != MIN_TIMESTAMP
