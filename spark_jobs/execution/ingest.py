@@ -318,6 +318,21 @@ class Ingest:
         bad = outcomes.filter(~ok).select(["_file_index", "_line"]).cast(QUARANTINED_LINES)
         del outcomes, ok  # (100 MB at 100M lines, not held through the numbering)
         per_file_bad = np.bincount(bad.column("_file_index").to_numpy(), minlength=files)
+        # The quarantined lines, known now, are read again on their own while the driver numbers
+        # the records (one core) and then beside the staging write: both writes are idempotent
+        # (replaced by ingest id) until source_files commits the ingest.
+        if bad.num_rows:
+            bad_rows = new_lines.union([tag(rejected(checked.frame)) for checked, tag in new_lines.read(bad)])
+            if self.config.join is not None:
+                bad_rows = bad_rows.drop("_input")
+        else:
+            bad_rows = self.spark.createDataFrame(
+                [], "source_file string, line bigint, raw string, reason string, detail string"
+            )
+        quarantine = self.pool.submit(
+            self.store.replace_where, bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")),
+            "quarantine", f"ingest_id = {ingest_id}",
+        )
         if keys is not None and keys.num_rows > limit:  # (collected within DRIVER_SLACK)
             keys = None  # numbered on the cluster
         clock.step("parsed")
@@ -342,20 +357,6 @@ class Ingest:
         del keys
         give_back_freed_memory()  # the collected keys (up to GBs), before the passes take over
         clock.step("numbered")
-        # The quarantined lines, known by now, are read again on their own, beside the staging
-        # write: both are idempotent (replaced by ingest id) until source_files commits the ingest.
-        if bad.num_rows:
-            bad_rows = new_lines.union([tag(rejected(checked.frame)) for checked, tag in new_lines.read(bad)])
-            if self.config.join is not None:
-                bad_rows = bad_rows.drop("_input")
-        else:
-            bad_rows = self.spark.createDataFrame(
-                [], "source_file string, line bigint, raw string, reason string, detail string"
-            )
-        quarantine = self.pool.submit(
-            self.store.replace_where, bad_rows.withColumn("ingest_id", F.lit(ingest_id).cast("long")),
-            "quarantine", f"ingest_id = {ingest_id}",
-        )
         batch = F.floor((F.col("_seq") - seq_base) / self.batch_size) + batch_base
         staged = numbered.frame.withColumn("_batch", batch).withColumn("_ingest", F.lit(ingest_id))
         self.store.replace_where(staged, "staging", f"_ingest = {ingest_id}",
