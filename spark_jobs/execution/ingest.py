@@ -265,14 +265,15 @@ class Ingest:
         clock.step("parsed")
         rows = stage_on_driver(lines, self.config, files, seq_base, batch_base, self.batch_size, ingest_id)
         del lines
-        ingested = (seq_base, batch_base, ingested_columns(rows.staged, self.config, kept_columns(bound)))
+        ingested = (seq_base, batch_base,
+                    ingested_columns(rows.lines, self.config, kept_columns(bound), rows.replay_order))
         clock.step("numbered")
         quarantine = self.pool.submit(
             self.store.replace_rows, rows.quarantined, "quarantine", f"ingest_id = {ingest_id}",
         )
         self.store.write_behind("staging", self.pool.submit(
-            self.store.replace_rows, rows.staged, "staging", f"_ingest = {ingest_id}",
-            stats_columns=STAGING_STATS_COLUMNS, **STAGING_LAYOUT,
+            lambda: self.store.replace_rows(rows.staged(), "staging", f"_ingest = {ingest_id}",
+                                            stats_columns=STAGING_STATS_COLUMNS, **STAGING_LAYOUT),
         ))
         return Staged(rows.per_file_records, rows.per_file_bad, quarantine, ingested)
 

@@ -10,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_jobs.execution.archive_files import ArchiveFile
-from spark_jobs.execution.ingest_once import STAGE_ON_DRIVER_MAX_BYTES, reads_once, stage_on_driver
+from spark_jobs.execution.ingest_once import (
+    STAGE_ON_DRIVER_MAX_BYTES,
+    ingested_columns,
+    reads_once,
+    stage_on_driver,
+)
 
 CONFIG = SimpleNamespace(source=SimpleNamespace(ingest_time="ingest_ts", format="jsonl"), join=None,
                          stage_on_driver_max_records=1_000)
@@ -47,20 +52,25 @@ def test_records_numbered_in_replay_order_and_cut_into_batches(lines, seq_base, 
     # Replay order by ingest time: ingest time, partition (as UTF-8 bytes), offset, file, line.
     accepted.sort(key=lambda r: (r["_ingest_time"], r["_partition"].encode(), r["_offset"],
                                  r["_file_index"], r["_line"]))
-    staged = rows.staged.to_pylist()
+    staged_rows = rows.staged()
+    staged = staged_rows.to_pylist()
     where = [(r["_file_index"], r["_line"]) for r in staged]
     assert where == [(r["_file_index"], r["_line"]) for r in accepted]
     assert [r["_seq"] for r in staged] == list(range(seq_base, seq_base + len(accepted)))
     assert [r["_batch"] for r in staged] == [batch_base + i // batch_size for i in range(len(accepted))]
-    assert rows.staged.schema.field("_ingest").type == pa.int32() and {r["_ingest"] for r in staged} <= {3}
+    assert staged_rows.schema.field("_ingest").type == pa.int32() and {r["_ingest"] for r in staged} <= {3}
     outcome = ("_ok", "_reason", "_detail")
-    assert rows.staged.column_names[:-3] == [n for n in lines.column_names if n not in outcome]
+    assert staged_rows.column_names[:-3] == [n for n in lines.column_names if n not in outcome]
     bad = [row for row in lines.to_pylist() if not row["_ok"]]
     assert sorted(rows.quarantined.to_pylist(), key=lambda r: (r["source_file"], r["line"])) == sorted(
         ({"source_file": r["_file"], "line": r["_line"], "raw": r["_raw"], "reason": r["_reason"],
           "detail": r["_detail"], "ingest_id": 3} for r in bad), key=lambda r: (r["source_file"], r["line"]))
     assert rows.per_file_records.tolist() == [sum(r["_file_index"] == f for r in accepted) for f in range(4)]
     assert rows.per_file_bad.tolist() == [sum(r["_file_index"] == f for r in bad) for f in range(4)]
+    # What the passes take from the ingest: the staged rows' columns, taken from the lines.
+    kept = ["user"]
+    assert (ingested_columns(rows.lines, CONFIG, kept, rows.replay_order).to_pylist()
+            == ingested_columns(staged_rows, CONFIG, kept).to_pylist())
 
 
 def test_only_small_ingests_are_read_once():
