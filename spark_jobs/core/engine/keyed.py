@@ -59,12 +59,37 @@ def process_key_columns(
     one for fixed windows, the session one); otherwise the per-record operator does,
     from the same state, with the same results.
     """
-    state = list(state)
-    for kernel in (window_kernel, session_kernel):
-        if kernel.supports(spec):
-            out = kernel.process_key(spec, timeline, state, seqs, timestamps, columns, key)
-            if out is not None:
-                return out
+    return process_keys_columns(spec, timeline, [(state, seqs, timestamps, columns, elements, key)])[0]
+
+
+#: One key's batch as ``process_key_columns`` takes it:
+#: ``(state, seqs, timestamps, columns, elements, key)``.
+KeyColumns = tuple[Iterable[WindowStateRow], Any, Any, Sequence[Any], Sequence[Any] | None, tuple[Any, ...]]
+
+
+def process_keys_columns(
+    spec: OperatorSpec, timeline: Timeline, keys: Sequence[KeyColumns]
+) -> list[KeyOutput]:
+    """:func:`process_key_columns` for several keys of one batch, in order: the session kernel
+    computes their contents together (``session_kernel.process_keys``); the same outputs."""
+    keys = [(list(state), *rest) for state, *rest in keys]
+    if window_kernel.supports(spec):
+        found = [window_kernel.process_key(spec, timeline, state, seqs, timestamps, columns, key)
+                 for state, seqs, timestamps, columns, _, key in keys]
+    elif session_kernel.supports(spec):
+        found = session_kernel.process_keys(spec, timeline, [
+            (state, seqs, timestamps, columns, key) for state, seqs, timestamps, columns, _, key in keys
+        ])
+    else:
+        found = [None] * len(keys)
+    return [out if out is not None else _per_record(spec, timeline, *inputs)
+            for out, inputs in zip(found, keys, strict=True)]
+
+
+def _per_record(spec: OperatorSpec, timeline: Timeline, state: list[WindowStateRow], seqs: Any,
+                timestamps: Any, columns: Sequence[Any], elements: Sequence[Any] | None,
+                key: tuple[Any, ...]) -> KeyOutput:
+    """The per-record operator over a key's columns (where no kernel runs it)."""
     n = len(seqs)
     value_lists = [[None] * n if column is None else _python_list(column) for column in columns]
     values = list(zip(*value_lists, strict=True)) if value_lists else [()] * n

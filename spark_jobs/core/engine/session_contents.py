@@ -3,7 +3,8 @@
 Which sessions exist, when they fire and what they purge never depends on the aggregates' values
 (the kernel takes only built-in aggregates, which no trigger reads). So the sweep
 (``session_kernel``) only notes what the operator would do to a window's accumulator, and every
-value is computed at the end, for the whole key at once, by the fixed-window kernel's phase 3
+value is computed at the end, for the whole key at once (several keys at once: :func:`evaluate_books`),
+by the fixed-window kernel's phase 3
 (``window_kernel_aggregates.Pairs``): one aggregate rule, one home.
 
 A window's contents are a :class:`Contents`: a base (nothing, an accumulator restored from state,
@@ -17,13 +18,16 @@ nothing or restored state; one level more per merge), each level one ``Pairs`` e
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from .window_kernel_aggregates import Pairs, Requests
+from .window_kernel_inputs import Decline
 
 
 @dataclass(frozen=True)
@@ -72,57 +76,119 @@ class Book:
 
     def evaluate(self) -> list[Any]:
         """Every request's value, level by level (may raise ``Decline``, from ``Pairs``)."""
-        self.values = [None] * len(self.asked)
-        levels: dict[int, list[int]] = {}
-        for request, (contents, _, _) in enumerate(self.asked):
-            levels.setdefault(contents.level, []).append(request)
-        for level in sorted(levels):
-            self._evaluate_level(levels[level])
+        _evaluate([self])
         return self.values
 
-    def _base(self, contents: Contents) -> list[Any] | None:
+    def likeness(self) -> tuple[Any, ...]:
+        """What books must share to be evaluated together: their columns' kinds and types."""
+        return (tuple(self.kinds), tuple(None if column is None else column.type for column in self.columns))
+
+
+def evaluate_books(books: Sequence[Book]) -> list[bool]:
+    """Every request of ``books`` (the kernel runs of several keys) evaluated: the books alike
+    (``Book.likeness``) together, each level one ``Pairs`` evaluation over all of their contents
+    at it, which saves ``Pairs``' fixed cost per key (a third of a session pass's kernel, with
+    hundreds of records a key). Per book, whether it has its values: a group that declines is
+    evaluated book by book, and a book that declines alone has none (its key goes to the
+    per-record operator). The values are the same either way: every aggregate folds each
+    contents' own records only."""
+    evaluated = [False] * len(books)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for index, book in enumerate(books):
+        groups.setdefault(book.likeness(), []).append(index)
+    for members in groups.values():
+        try:
+            _evaluate([books[index] for index in members])
+            for index in members:
+                evaluated[index] = True
+            continue
+        except Decline:
+            pass
+        for index in members:
+            try:
+                _evaluate([books[index]])
+                evaluated[index] = True
+            except Decline:
+                pass
+    return evaluated
+
+
+def _evaluate(books: list[Book]) -> None:
+    """``books``' requests (alike: ``Book.likeness``), level by level over all of them."""
+    pooled = _Pool(books)
+    levels: dict[int, list[tuple[int, int]]] = {}
+    for b, book in enumerate(books):
+        book.values = [None] * len(book.asked)
+        for request, (contents, _, _) in enumerate(book.asked):
+            levels.setdefault(contents.level, []).append((b, request))
+    for level in sorted(levels):
+        pooled.evaluate_level(levels[level])
+
+
+class _Pool:
+    """Several books' columns laid end to end: a book's record ``i`` is ``offsets[b] + i``."""
+
+    def __init__(self, books: list[Book]):
+        self.books = books
+        first = books[0]
+        self.pane, self.shape, self.kinds = first.pane, first.shape, first.kinds
+        if len(books) == 1:
+            self.columns, self.seqs = first.columns, first.seqs
+            self.offsets = [0]
+            return
+        self.columns = [None if column is None else pa.concat_arrays([book.columns[i] for book in books])
+                        for i, column in enumerate(first.columns)]
+        self.seqs = np.concatenate([book.seqs for book in books])
+        self.offsets = np.cumsum([0] + [len(book.seqs) for book in books]).tolist()
+
+    def _base(self, b: int, contents: Contents) -> list[Any] | None:
         if contents.merged is None:
             return contents.restored
-        acc = None
+        values, acc = self.books[b].values, None
         for request in contents.merged:  # copies: pane.merge folds in place, a value may be asked twice
-            value = copy.deepcopy(self.values[request])
+            value = copy.deepcopy(values[request])
             acc = value if acc is None else self.pane.merge(acc, value)
         return acc
 
-    def _evaluate_level(self, requests: list[int]) -> None:
-        asked = self.asked
+    def evaluate_level(self, requests: list[tuple[int, int]]) -> None:
+        """The values of ``requests`` (``(book, request)``), all of one level."""
+        books = self.books
+        entries = [(b, request, *books[b].asked[request][:2]) for b, request in requests]
         # Each contents' records laid out one after another; its requests in order of records in.
         order: dict[int, int] = {}
-        layout: list[Contents] = []
-        for request in requests:
-            contents = asked[request][0]
+        layout: list[tuple[int, Contents]] = []
+        for b, _, contents, _ in entries:
             if id(contents) not in order:
                 order[id(contents)] = len(layout)
-                layout.append(contents)
-        requests = sorted(requests, key=lambda r: (order[id(asked[r][0])], asked[r][1]))
-        firsts = np.cumsum([0] + [len(contents.records) for contents in layout]).tolist()
-        bases = [self._base(contents) for contents in layout]
-        run = _Level(self, layout, firsts, bases)
-        for request in requests:
-            contents, cut, accumulator = asked[request]
+                layout.append((b, contents))
+        entries.sort(key=lambda entry: (order[id(entry[2])], entry[3]))
+        lengths = [len(contents.records) for _, contents in layout]
+        firsts = np.cumsum([0] + lengths).tolist()
+        records = np.fromiter(chain.from_iterable(contents.records for _, contents in layout),
+                              dtype=np.int64, count=firsts[-1])
+        if len(books) > 1:
+            records += np.repeat(np.asarray([self.offsets[b] for b, _ in layout], dtype=np.int64), lengths)
+        bases = [self._base(b, contents) for b, contents in layout]
+        run = _Level(self, records, len(layout), firsts, bases)
+        for b, request, contents, cut in entries:
             w = order[id(contents)]
-            run.requests.add(w, firsts[w], firsts[w] + cut, bases[w], accumulator)
-        for request, value in zip(requests, Pairs(run).evaluate_all(), strict=True):
-            self.values[request] = value
+            run.requests.add(w, firsts[w], firsts[w] + cut, bases[w], books[b].asked[request][2])
+        for (b, request, _, _), value in zip(entries, Pairs(run).evaluate_all(), strict=True):
+            books[b].values[request] = value
 
 
 class _Level:
     """One level's contents as ``Pairs`` reads a kernel run (``window_kernel_aggregates.PairedRun``):
     each contents a window whose pairs are its records, with its base as restored contents."""
 
-    def __init__(self, book: Book, layout: list[Contents], firsts: list[int], bases: list[Any]):
-        self.shape = book.shape
-        self.columns, self.kinds = book.columns, book.kinds
-        records = [record for contents in layout for record in contents.records]
-        self.records = np.asarray(records, dtype=np.int64)
-        self.pair_seqs = book.seqs[self.records]
-        self.windows = list(range(len(layout)))
-        self.grouped = {w: () for w, contents in enumerate(layout) if contents.records}
+    def __init__(self, pool: _Pool, records: np.ndarray, windows: int, firsts: list[int],
+                 bases: list[Any]):
+        self.shape = pool.shape
+        self.columns, self.kinds = pool.columns, pool.kinds
+        self.records = records
+        self.pair_seqs = pool.seqs[records]
+        self.windows = list(range(windows))
+        self.grouped = {w: () for w in range(windows) if firsts[w + 1] > firsts[w]}
         self.first_pairs = firsts[:-1]
         self.restored_contents = bases
         self.purge_cuts: list[int] = []

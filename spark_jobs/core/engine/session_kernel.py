@@ -56,7 +56,7 @@ from .operator import (
     STEP_ELEMENT,
     OperatorSpec,
 )
-from .session_contents import AggregateShape, Book, Contents
+from .session_contents import AggregateShape, Book, Contents, evaluate_books
 from .session_kernel_windows import Sessions, Window
 from .window_kernel_inputs import Decline, aggregate_columns, int64_array
 
@@ -99,13 +99,57 @@ def process_key(
     int64 columns (numpy, Arrow or sequences), ``columns`` one per aggregate (Arrow arrays or
     sequences of Python values; None: all null, as for count(*)).
     """
+    return process_keys(spec, timeline, [(state, seqs, timestamps, columns, key)])[0]
+
+
+#: One key's batch as ``process_key`` takes it: ``(state, seqs, timestamps, columns, key)``.
+KeyInput = tuple[Iterable[WindowStateRow], Any, Any, Sequence[Any], tuple[Any, ...]]
+
+
+#: Records a ``process_keys`` evaluation takes together at most (bounds what the swept keys hold).
+POOL_RECORDS = 250_000
+
+
+def process_keys(spec: OperatorSpec, timeline: Timeline, keys: Sequence[KeyInput]) -> list[KeyOutput | None]:
+    """``process_key`` for several keys of one batch: each key swept on its own, then the contents
+    of keys holding up to ``POOL_RECORDS`` records computed together
+    (``session_contents.evaluate_books``); None where a key declines. (Many keys make many live
+    objects: a caller taking hundreds pauses Python's cyclic collector, see
+    ``spark_batch.make_cogroup_function``.)"""
     shape = _shape(spec)
     if shape is None:
-        return None
-    try:
-        return _Run(spec, shape, timeline, key).run(list(state), seqs, timestamps, columns)
-    except Decline:
-        return None
+        return [None] * len(keys)
+    outputs: list[KeyOutput | None] = []
+    pool: list[_Run | None] = []
+    pooled = 0
+    for state, seqs, timestamps, columns, key in keys:
+        run = _Run(spec, shape, timeline, key)
+        try:
+            pooled += run.sweep(list(state), seqs, timestamps, columns)
+            pool.append(run)
+        except Decline:
+            pool.append(None)
+        if pooled >= POOL_RECORDS:
+            outputs += _outputs(pool)
+            pool, pooled = [], 0
+    return outputs + _outputs(pool)
+
+
+def _outputs(runs: list[_Run | None]) -> list[KeyOutput | None]:
+    """The swept ``runs``' outputs, their books evaluated together (None: declined)."""
+    swept = [run for run in runs if run is not None]
+    evaluated = {id(run) for run, ok in zip(swept, evaluate_books([run.book for run in swept]), strict=True)
+                 if ok}
+    outputs: list[KeyOutput | None] = []
+    for run in runs:
+        output = None
+        if run is not None and id(run) in evaluated:
+            try:
+                output = run.output()
+            except Decline:
+                pass
+        outputs.append(output)
+    return outputs
 
 
 def _stretches(timestamps: np.ndarray, watermarks: np.ndarray, gap: int) -> tuple[list[int], list[int]]:
@@ -141,8 +185,10 @@ class _Run(Sessions):
         self.stretch_ends: list[int] = []
 
     # ---- the batch -----------------------------------------------------------------------------
-    def run(self, state: list[WindowStateRow], seqs: Any, timestamps: Any,
-            columns: Sequence[Any]) -> KeyOutput:
+    def sweep(self, state: list[WindowStateRow], seqs: Any, timestamps: Any, columns: Sequence[Any]) -> int:
+        """Restore, sweep the records and due timers: every value the panes and state rows need
+        asked of ``book``, which ``session_contents`` evaluates before ``output``. Returns how
+        many records the key has."""
         shape = self.shape
         seq_array, ts_array = int64_array(seqs), int64_array(timestamps)
         n = len(seq_array)
@@ -170,7 +216,11 @@ class _Run(Sessions):
         self.cleanup_points = timeline.event_timer_points(cleanups).tolist()
         self._sweep(seq_array.tolist(), ts_array.tolist(), advances)
         self._fire_timers(None)
-        return self._output()
+        self._ask_dumps()
+        # Per-record lists the output does not read (a key waits for others' to be swept).
+        self.watermarks = self.reaches = self.stretch_ends = []
+        self.last_timestamps = self.end_points = self.cleanup_points = []
+        return n
 
     def _sweep(self, seqs: list[int], timestamps: list[int], advances: list[int]) -> None:
         """The operator's process_element for a session window [t, t + gap), inlined, and the

@@ -71,6 +71,8 @@ class Sessions(WindowStateRows):
         self.book: Book
         #: The firings, their values asked of ``book``: (request, the pane's other fields).
         self.fired: list[tuple[int, tuple[Any, ...]]] = []
+        #: The open windows' accumulators asked of ``book`` once the sweep is done.
+        self.dumps: list[tuple[Window, int]] = []
         self.late: list[LateRecord] = []
         self.ctx = WindowContext(self)
         # The moment: replay position, watermark in force, and the first watermark advance a timer
@@ -182,12 +184,15 @@ class Sessions(WindowStateRows):
                                      fire_time, self.seq, self.phase)))
         state.pane_count += 1
 
-    def _output(self) -> KeyOutput:
-        """The contents computed: the panes' values and the open windows' accumulators."""
-        dumps = [(state, self.book.ask(state.contents, True)) for state in self.windows.values()
-                 if state.contents is not None]
-        values = self.book.evaluate()
-        for state, request in dumps:
+    def _ask_dumps(self) -> None:
+        """Once the sweep is done: the open windows' accumulators asked of the book."""
+        self.dumps = [(state, self.book.ask(state.contents, True)) for state in self.windows.values()
+                      if state.contents is not None]
+
+    def output(self) -> KeyOutput:
+        """Once ``book`` is evaluated: the key's panes, late records and state rows."""
+        values = self.book.values
+        for state, request in self.dumps:
             state.contents = values[request]
         panes = []
         for request, (window, pane_index, timing, watermark, clock, fire_time, seq, phase) in self.fired:

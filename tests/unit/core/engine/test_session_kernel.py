@@ -11,6 +11,10 @@ one of them (a kernel that declined would pass the comparison vacuously).
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
+
+import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
@@ -27,9 +31,9 @@ from test_window_kernel import (
 )
 
 from spark_jobs.core.engine import session_kernel
-from spark_jobs.core.engine.keyed import process_key, process_key_columns
+from spark_jobs.core.engine.keyed import process_key, process_key_columns, process_keys_columns
 from spark_jobs.core.engine.model import WindowStateRow
-from spark_jobs.core.watermarks import Timeline
+from spark_jobs.core.watermarks import Timeline, WatermarkState, compute_pass_timelines
 from spark_jobs.core.windows import TimeWindow
 from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
@@ -114,13 +118,13 @@ def test_the_kernel_declines_state_it_does_not_reproduce():
 def test_process_key_columns_runs_sessions_through_the_kernel(monkeypatch):
     spec, line = spec_of(), one_line([0, 3, 20])
     calls = []
-    original = session_kernel.process_key
+    original = session_kernel.process_keys
 
     def counting(*args, **kwargs):
         calls.append(args)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(session_kernel, "process_key", counting)
+    monkeypatch.setattr(session_kernel, "process_keys", counting)
     out = process_key_columns(spec, line, [], [0, 1, 2], [1, 8, 30], [[None, None, None]])
     assert len(calls) == 1
     assert [(pane.window, pane.values) for pane in out.panes] == [(TimeWindow(1, 18), [2])]
@@ -139,6 +143,73 @@ def test_a_session_is_late_exactly_when_its_cleanup_time_is_reached():
         (TimeWindow(32, 42), "LATE", [1])]
     assert (repr(fast.panes), repr(fast.late), repr(fast.state)) == (
         repr(slow.panes), repr(slow.late), repr(slow.state))
+
+
+# ---- several keys at once ------------------------------------------------------------------------
+def pass_keys(config, records, passes):
+    """Per pass: its timeline and each key's ``(seqs, timestamps, columns, key)``, keys in order."""
+    watermark, seq = WatermarkState(), 0
+    for batches in passes:
+        recs = [r for batch, _ in batches for r in batch]
+        timelines, states = compute_pass_timelines(
+            config.watermark, watermark, seq,
+            np.array([r.event_time for r in recs], dtype=np.int64),
+            np.array([r.ingest_time for r in recs], dtype=np.int64) if config.source.ingest_time else None,
+            np.array([r.partition for r in recs], dtype=object),
+            [(len(batch), finalize) for batch, finalize in batches],
+        )
+        watermark = states[-1]
+        by_key = defaultdict(list)
+        for i, record in enumerate(recs):
+            by_key[record.key].append(i)
+        keys = []
+        for key in sorted(by_key):
+            rows = by_key[key]
+            values = [recs[i].values for i in rows]
+            columns = [list(column) for column in zip(*values, strict=True)] or [[]] * len(config.aggregates)
+            keys.append(([seq + i for i in rows], [recs[i].event_time for i in rows], columns, key))
+        yield Timeline.concat(timelines), keys
+        seq += len(recs)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_keys_taken_together_equal_keys_taken_one_by_one(data, monkeypatch):
+    """``process_keys`` (every key of a pass swept, then their contents computed together, in pools
+    of a random size) gives each key what ``process_key`` gives it alone, pass after pass. Keys
+    whose columns differ in type (a column of nulls in one key) are pooled apart."""
+    config, ingest, gap = data.draw(run_pipelines())
+    records = data.draw(run_archives(config, ingest, gap))
+    monkeypatch.setattr(session_kernel, "POOL_RECORDS", data.draw(st.integers(1, 150)))
+    spec = operator_spec(config)
+    state: dict = {}
+    for timeline, keys in pass_keys(config, records, split(data.draw, records)):
+        known = {key for *_, key in keys}
+        keys += [([], [], [[] for _ in config.aggregates], key) for key in sorted(set(state) - known)]
+        together = session_kernel.process_keys(spec, timeline, [
+            (state.get(key, []), seqs, timestamps, columns, key) for seqs, timestamps, columns, key in keys
+        ])
+        for (seqs, timestamps, columns, key), pooled in zip(keys, together, strict=True):
+            before = state.get(key, [])
+            alone = session_kernel.process_key(spec, timeline, before, seqs, timestamps, columns, key)
+            assert alone is not None and pooled is not None, "the kernel declined an ordinary input"
+            assert (repr(pooled.panes), repr(pooled.late), repr(pooled.state)) == (
+                repr(alone.panes), repr(alone.late), repr(alone.state))
+            state[key] = pooled.state
+
+
+def test_a_key_declining_in_a_pool_leaves_the_others_to_the_kernel():
+    """A key whose values the aggregates decline (a NaN under min) goes to the operator alone."""
+    spec = spec_of(aggregates={"lo": "min(x)"})
+    line = one_line([0, 3, 20])
+    keys = [([], [0, 2], [1, 30], [[1.5, 2.5]], ("a",)), ([], [1], [2], [[float("nan")]], ("b",))]
+    pooled = session_kernel.process_keys(spec, line, keys)
+    assert pooled[1] is None
+    assert repr(pooled[0]) == repr(session_kernel.process_key(spec, line, *keys[0][:4], ("a",)))
+    outputs = process_keys_columns(spec, line, [(*k[:4], None, k[4]) for k in keys])
+    assert [(pane.window, pane.values) for pane in outputs[0].panes] == [(TimeWindow(1, 11), [1.5])]
+    assert [pane.window for pane in outputs[1].panes] == [TimeWindow(2, 12)]
+    assert math.isnan(outputs[1].panes[0].values[0])
 
 
 # ---- runs: records that only grow one session ---------------------------------------------------
