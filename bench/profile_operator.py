@@ -9,6 +9,9 @@ closure Spark ships to every task (it carries the batch's watermark timeline).
 
     .venv/bin/python bench/profile_operator.py --events 1000000 --batch-size 100000 --scenario tumbling
 
+``--together`` hands every key of a batch over in one call (``function.many``), as a pass on the
+driver runs its keys (``spark_batch.run_keys_on_driver``).
+
 ``--per-record`` measures the per-record operator where a kernel would otherwise run
 (``spark_jobs.core.engine.window_kernel`` for fixed windows,
 ``spark_jobs.core.engine.session_kernel`` for sessions), for comparing them on the same batches.
@@ -29,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +88,8 @@ def empty_state(config) -> pa.Table:
     return pa.schema(fields).empty_table()
 
 
-def run_batch(config, spec, rows, seq_start, wm_state, states, profile: cProfile.Profile | None):
+def run_batch(config, spec, rows, seq_start, wm_state, states, profile: cProfile.Profile | None,
+              together: bool = False):
     import pyspark.cloudpickle as cloudpickle
 
     event_time = np.array([r["ts"] for r in rows], dtype=np.int64)
@@ -105,23 +110,24 @@ def run_batch(config, spec, rows, seq_start, wm_state, states, profile: cProfile
     tables = key_tables(config, rows, seq_start)
     empty = empty_state(config)
     out_states = {}
-    total = 0.0
-    out_rows = 0
-    for key, table in tables.items():
-        state = states.get(key, empty)
-        key_scalars = tuple(pa.scalar(k) for k in key)
-        if profile:
-            profile.enable()
-        mark = time.process_time()
-        out = function(key_scalars, table, state)
-        total += time.process_time() - mark
-        if profile:
-            profile.disable()
-        out_rows += out.num_rows
-        kinds = out.column("_kind").to_pylist()
-        keep = [i for i, k in enumerate(kinds) if k == "state"]
-        state_rows = out.take(pa.array(keep, pa.int64()))
-        out_states[key] = state_rows.select(list(empty.schema.names)).cast(empty.schema)
+    groups = [(tuple(pa.scalar(k) for k in key), table, states.get(key, empty))
+              for key, table in tables.items()]
+    if profile:
+        profile.enable()
+    mark = time.process_time()
+    if together:  # as a driver pass's process takes its keys (``run_keys_on_driver``)
+        out = function.many(groups)
+    else:
+        out = pa.concat_tables([function(*group) for group in groups])
+    total = time.process_time() - mark
+    if profile:
+        profile.disable()
+    out_rows = out.num_rows
+    state_rows = out.filter(pc.equal(out.column("_kind"), "state"))
+    keys = list(zip(*(state_rows.column(k).to_pylist() for k in config.key), strict=True))
+    for key in dict.fromkeys(keys):
+        held = state_rows.filter(pa.array([k == key for k in keys]))
+        out_states[key] = held.select(list(empty.schema.names)).cast(empty.schema)
     return {
         "records": len(rows),
         "keys": len(tables),
@@ -143,6 +149,8 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=100_000)
     parser.add_argument("--scenario", default="tumbling")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--together", action="store_true",
+                        help="every key of a batch in one call, as a pass on the driver runs its keys")
     parser.add_argument("--per-record", action="store_true",
                         help="run the per-record operator even where a kernel applies")
     args = parser.parse_args()
@@ -160,14 +168,15 @@ def main() -> int:
     rows = load_records(archive["path"], 2 * args.batch_size)
     first, second = rows[: args.batch_size], rows[args.batch_size:]
     report = {"scenario": args.scenario, "events": args.events, "batch_size": args.batch_size,
-              "engine": "per-record" if args.per_record else "kernel where it applies"}
+              "engine": "per-record" if args.per_record else "kernel where it applies",
+              "keys": "together" if args.together else "one by one"}
     # Plain timing (no profiler), then the same two batches under cProfile for the breakdown.
-    one, wm, states = run_batch(config, spec, first, 0, WatermarkState(), {}, None)
-    two, _, _ = run_batch(config, spec, second, len(first), wm, states, None)
+    one, wm, states = run_batch(config, spec, first, 0, WatermarkState(), {}, None, args.together)
+    two, _, _ = run_batch(config, spec, second, len(first), wm, states, None, args.together)
     report["batch_1"], report["batch_2"] = one, two
     profile = cProfile.Profile()
-    _, wm, states = run_batch(config, spec, first, 0, WatermarkState(), {}, profile)
-    run_batch(config, spec, second, len(first), wm, states, profile)
+    _, wm, states = run_batch(config, spec, first, 0, WatermarkState(), {}, profile, args.together)
+    run_batch(config, spec, second, len(first), wm, states, profile, args.together)
     stream = io.StringIO()
     stats = pstats.Stats(profile, stream=stream)
     stats.sort_stats("tottime").print_stats(args.top)

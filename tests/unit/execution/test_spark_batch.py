@@ -64,3 +64,39 @@ def test_shared_keys_give_the_rows_of_the_driver_alone(records, held, processes)
     assert alone.column("k").to_pylist() == sorted({k for k, _ in records} | set(held))
     for row in alone.to_pylist():
         assert row["seqs"] == sorted(seq for k, seq in records if k == row["k"])
+
+
+TAKEN: list[int] = []  # how many keys each ``many`` call took
+
+
+def per_key_many(groups: list[tuple]) -> pa.Table:
+    TAKEN.append(len(groups))
+    return pa.concat_tables([per_key(*group) for group in groups])
+
+
+def per_key_with_many(scalars: tuple, records: pa.Table, state: pa.Table) -> pa.Table:
+    raise AssertionError("a function with `many` is given a share's keys at once")
+
+
+per_key_with_many.many = per_key_many  # type: ignore[attr-defined]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcdefg"), st.integers(0, 10_000)), min_size=1,
+                unique_by=lambda r: r[1]), st.integers(2, 3))
+def test_a_function_with_many_takes_each_share_at_once(records, processes):
+    """A per-key function with ``many`` (``make_cogroup_function``'s: the session kernel computes
+    several keys' contents together) gets every share's keys in one call, in a helper too (the
+    attribute travels with the function); the same rows."""
+    rows = pa.table({"k": pa.array([k for k, _ in records], pa.string()),
+                     "_seq": pa.array([seq for _, seq in records], pa.int64())})
+    state = pa.table({"k": pa.array([], pa.string()), "w": pa.array([], pa.int64())})
+    keys = len({k for k, _ in records})
+    alone = run_keys_on_driver(per_key, ["k"], rows, state, SCHEMA)
+    TAKEN.clear()
+    assert run_keys_on_driver(per_key_with_many, ["k"], rows, state, SCHEMA).to_pylist() == alone.to_pylist()
+    assert TAKEN == [keys]
+    TAKEN.clear()
+    shared = run_keys_on_driver(per_key_with_many, ["k"], rows, state, SCHEMA, InProcessHelpers(processes))
+    assert shared.to_pylist() == alone.to_pylist()
+    assert sum(TAKEN) == keys and len(TAKEN) == (processes if keys >= processes else 1)
