@@ -28,7 +28,7 @@ Results go to
 writes the committed plot. ``--quick`` is the smoke size (2k events, one scenario).
 
 Replay runs are instrumented without touching the engine: Spark accumulators time the per-key
-function (``make_cogroup_function``'s ``run``) and the pure operator (``process_key_columns``) on the
+function (``make_cogroup_function``'s ``run``) and the pure operator (``process_keys_columns``) on the
 workers, ``DeltaStore`` calls are timed on the driver, ``REPLAY_PROFILE`` step times are parsed,
 and ``--profile`` adds Spark event logs (job time per batch), cProfile of the per-key function
 on the workers and, when ``py-spy`` is on the path (or ``PY_SPY``), a py-spy sampling profile.
@@ -427,36 +427,40 @@ class _Instruments:
         acc = self.acc
         if not _ORIGINALS:  # patch the engine's originals once per process, however many runs
             _ORIGINALS.update({name: getattr(delta.DeltaStore, name) for name in self.DELTA_METHODS})
-            _ORIGINALS["process_key_columns"] = keyed.process_key_columns
+            _ORIGINALS["process_keys_columns"] = keyed.process_keys_columns
             _ORIGINALS["make"] = spark_batch.make_cogroup_function
-        original_process_key = _ORIGINALS["process_key_columns"]
+        original_process_keys = _ORIGINALS["process_keys_columns"]
         original_make = _ORIGINALS["make"]
 
-        def timed_process_key(*args: Any, **kwargs: Any) -> Any:
+        def timed_process_keys(*args: Any, **kwargs: Any) -> Any:
             mark = time.process_time()
             try:
-                return original_process_key(*args, **kwargs)
+                return original_process_keys(*args, **kwargs)
             finally:
                 acc["operator_s"].add(time.process_time() - mark)
 
         def timed_make(config: Any, spec: Any, timeline: Any, batches: Any = None) -> Any:
             inner = original_make(config, spec, timeline, batches)
 
-            def run(key: Any, records: Any, state: Any) -> Any:
+            def many(groups: list[Any]) -> Any:
                 mark = time.process_time()
                 if cprofile_dir:
-                    out = _profiled_call(cprofile_dir, inner, key, records, state)
+                    out = _profiled_call(cprofile_dir, inner.many, groups)
                 else:
-                    out = inner(key, records, state)
+                    out = inner.many(groups)
                 acc["udf_s"].add(time.process_time() - mark)
-                acc["keys"].add(1)
-                acc["records"].add(records.num_rows)
+                acc["keys"].add(len(groups))
+                acc["records"].add(sum(records.num_rows for _, records, _ in groups))
                 return out
 
+            def run(key: Any, records: Any, state: Any) -> Any:
+                return many([(key, records, state)])
+
+            run.many = many  # as the engine's own: a driver pass hands a share's keys over at once
             return run
 
-        # ``run`` (pickled by value) looks ``process_key_columns`` up in spark_batch's globals.
-        spark_batch.process_key_columns = timed_process_key
+        # ``run`` (pickled by value) looks ``process_keys_columns`` up in spark_batch's globals.
+        spark_batch.process_keys_columns = timed_process_keys
         pass_compute.make_cogroup_function = timed_make  # where compute_pass looks it up
         for name in self.DELTA_METHODS:
             setattr(delta.DeltaStore, name, self._timed(name, _ORIGINALS[name]))
