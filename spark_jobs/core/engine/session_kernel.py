@@ -148,6 +148,8 @@ def _outputs(runs: list[_Run | None]) -> list[KeyOutput | None]:
                 output = run.output()
             except Decline:
                 pass
+        if run is not None:
+            run.ctx.op = None  # the run's only cycle: freed as soon as it is done with
         outputs.append(output)
     return outputs
 
