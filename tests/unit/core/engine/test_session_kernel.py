@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
@@ -25,6 +24,7 @@ from test_window_kernel import (
     TYPES,
     archives,
     make_config,
+    pass_timeline,
     pipelines,
     run_both,
     split,
@@ -33,7 +33,7 @@ from test_window_kernel import (
 from spark_jobs.core.engine import session_kernel
 from spark_jobs.core.engine.keyed import process_key, process_key_columns, process_keys_columns
 from spark_jobs.core.engine.model import WindowStateRow
-from spark_jobs.core.watermarks import Timeline, WatermarkState, compute_pass_timelines
+from spark_jobs.core.watermarks import Timeline, WatermarkState
 from spark_jobs.core.windows import TimeWindow
 from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
@@ -151,14 +151,7 @@ def pass_keys(config, records, passes):
     watermark, seq = WatermarkState(), 0
     for batches in passes:
         recs = [r for batch, _ in batches for r in batch]
-        timelines, states = compute_pass_timelines(
-            config.watermark, watermark, seq,
-            np.array([r.event_time for r in recs], dtype=np.int64),
-            np.array([r.ingest_time for r in recs], dtype=np.int64) if config.source.ingest_time else None,
-            np.array([r.partition for r in recs], dtype=object),
-            [(len(batch), finalize) for batch, finalize in batches],
-        )
-        watermark = states[-1]
+        timeline, watermark = pass_timeline(config, watermark, seq, batches)
         by_key = defaultdict(list)
         for i, record in enumerate(recs):
             by_key[record.key].append(i)
@@ -168,7 +161,7 @@ def pass_keys(config, records, passes):
             values = [recs[i].values for i in rows]
             columns = [list(column) for column in zip(*values, strict=True)] or [[]] * len(config.aggregates)
             keys.append(([seq + i for i in rows], [recs[i].event_time for i in rows], columns, key))
-        yield Timeline.concat(timelines), keys
+        yield timeline, keys
         seq += len(recs)
 
 

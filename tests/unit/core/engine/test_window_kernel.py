@@ -170,6 +170,19 @@ def arrow_column(values, column, chunks):
     return pa.chunked_array(pieces or [pa.array([], arrow_type)], arrow_type)
 
 
+def pass_timeline(config, watermark, seq, batches):
+    """A pass's watermark timeline from ``seq`` on, and the watermark state after it."""
+    recs = [r for batch, _ in batches for r in batch]
+    timelines, states = compute_pass_timelines(
+        config.watermark, watermark, seq,
+        np.array([r.event_time for r in recs], dtype=np.int64),
+        np.array([r.ingest_time for r in recs], dtype=np.int64) if config.source.ingest_time else None,
+        np.array([r.partition for r in recs], dtype=object),
+        [(len(batch), finalize) for batch, finalize in batches],
+    )
+    return Timeline.concat(timelines), states[-1]
+
+
 def run_both(config, records, passes, pick, chunks=None, kernel=None):
     """Every pass and key through the kernel and the operator from the same state; returns the
     concatenated outputs (checked equal along the way). ``chunks``: hand the kernel chunked Arrow
@@ -180,15 +193,7 @@ def run_both(config, records, passes, pick, chunks=None, kernel=None):
     all_panes, all_late = [], []
     for batches in passes:
         recs = [r for batch, _ in batches for r in batch]
-        timelines, states = compute_pass_timelines(
-            config.watermark, watermark, seq,
-            np.array([r.event_time for r in recs], dtype=np.int64),
-            np.array([r.ingest_time for r in recs], dtype=np.int64) if config.source.ingest_time else None,
-            np.array([r.partition for r in recs], dtype=object),
-            [(len(batch), finalize) for batch, finalize in batches],
-        )
-        watermark = states[-1]
-        timeline = Timeline.concat(timelines)
+        timeline, watermark = pass_timeline(config, watermark, seq, batches)
         by_key = defaultdict(list)
         for i, record in enumerate(recs):
             by_key[record.key].append(i)
