@@ -12,7 +12,6 @@ one of them (a kernel that declined would pass the comparison vacuously).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import pytest
 from hypothesis import event, given
@@ -23,8 +22,9 @@ from test_window_kernel import (
     SETTINGS,
     TYPES,
     archives,
+    key_records,
     make_config,
-    pass_timeline,
+    pass_records,
     pipelines,
     run_both,
     split,
@@ -33,7 +33,7 @@ from test_window_kernel import (
 from spark_jobs.core.engine import session_kernel
 from spark_jobs.core.engine.keyed import process_key, process_key_columns, process_keys_columns
 from spark_jobs.core.engine.model import WindowStateRow
-from spark_jobs.core.watermarks import Timeline, WatermarkState
+from spark_jobs.core.watermarks import Timeline
 from spark_jobs.core.windows import TimeWindow
 from spark_jobs.testing.memory_replay import MemoryReplay, Record, operator_spec
 
@@ -146,23 +146,14 @@ def test_a_session_is_late_exactly_when_its_cleanup_time_is_reached():
 
 
 # ---- several keys at once ------------------------------------------------------------------------
-def pass_keys(config, records, passes):
+def pass_keys(config, passes):
     """Per pass: its timeline and each key's ``(seqs, timestamps, columns, key)``, keys in order."""
-    watermark, seq = WatermarkState(), 0
-    for batches in passes:
-        recs = [r for batch, _ in batches for r in batch]
-        timeline, watermark = pass_timeline(config, watermark, seq, batches)
-        by_key = defaultdict(list)
-        for i, record in enumerate(recs):
-            by_key[record.key].append(i)
+    for timeline, seq, recs, by_key in pass_records(config, passes):
         keys = []
         for key in sorted(by_key):
-            rows = by_key[key]
-            values = [recs[i].values for i in rows]
-            columns = [list(column) for column in zip(*values, strict=True)] or [[]] * len(config.aggregates)
-            keys.append(([seq + i for i in rows], [recs[i].event_time for i in rows], columns, key))
+            seqs, timestamps, _, columns = key_records(config, recs, seq, by_key[key])
+            keys.append((seqs, timestamps, columns, key))
         yield timeline, keys
-        seq += len(recs)
 
 
 @SETTINGS
@@ -176,7 +167,7 @@ def test_keys_taken_together_equal_keys_taken_one_by_one(data, monkeypatch):
     monkeypatch.setattr(session_kernel, "POOL_RECORDS", data.draw(st.integers(1, 150)))
     spec = operator_spec(config)
     state: dict = {}
-    for timeline, keys in pass_keys(config, records, split(data.draw, records)):
+    for timeline, keys in pass_keys(config, split(data.draw, records)):
         known = {key for *_, key in keys}
         keys += [([], [], [[] for _ in config.aggregates], key) for key in sorted(set(state) - known)]
         together = session_kernel.process_keys(spec, timeline, [

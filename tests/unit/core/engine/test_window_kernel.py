@@ -170,17 +170,31 @@ def arrow_column(values, column, chunks):
     return pa.chunked_array(pieces or [pa.array([], arrow_type)], arrow_type)
 
 
-def pass_timeline(config, watermark, seq, batches):
-    """A pass's watermark timeline from ``seq`` on, and the watermark state after it."""
-    recs = [r for batch, _ in batches for r in batch]
-    timelines, states = compute_pass_timelines(
-        config.watermark, watermark, seq,
-        np.array([r.event_time for r in recs], dtype=np.int64),
-        np.array([r.ingest_time for r in recs], dtype=np.int64) if config.source.ingest_time else None,
-        np.array([r.partition for r in recs], dtype=object),
-        [(len(batch), finalize) for batch, finalize in batches],
-    )
-    return Timeline.concat(timelines), states[-1]
+def pass_records(config, passes):
+    """Per pass: its watermark timeline, first seq, records, and each key's record indices."""
+    watermark, seq = WatermarkState(), 0
+    for batches in passes:
+        recs = [r for batch, _ in batches for r in batch]
+        timelines, states = compute_pass_timelines(
+            config.watermark, watermark, seq,
+            np.array([r.event_time for r in recs], dtype=np.int64),
+            np.array([r.ingest_time for r in recs], dtype=np.int64) if config.source.ingest_time else None,
+            np.array([r.partition for r in recs], dtype=object),
+            [(len(batch), finalize) for batch, finalize in batches],
+        )
+        watermark = states[-1]
+        by_key = defaultdict(list)
+        for i, record in enumerate(recs):
+            by_key[record.key].append(i)
+        yield Timeline.concat(timelines), seq, recs, by_key
+        seq += len(recs)
+
+
+def key_records(config, recs, seq, rows):
+    """A key's records (``rows`` of the pass's ``recs``): seqs, timestamps, values, columns."""
+    values = [recs[i].values for i in rows]
+    columns = [list(column) for column in zip(*values, strict=True)] or [[]] * len(config.aggregates)
+    return [seq + i for i in rows], [recs[i].event_time for i in rows], values, columns
 
 
 def run_both(config, records, passes, pick, chunks=None, kernel=None):
@@ -189,20 +203,11 @@ def run_both(config, records, passes, pick, chunks=None, kernel=None):
     columns (split there) instead of Python lists. ``kernel``: another kernel than this one,
     called as ``kernel(spec, timeline, state, seqs, timestamps, values, key)``."""
     spec = operator_spec(config)
-    watermark, state, seq = WatermarkState(), {}, 0
+    state = {}
     all_panes, all_late = [], []
-    for batches in passes:
-        recs = [r for batch, _ in batches for r in batch]
-        timeline, watermark = pass_timeline(config, watermark, seq, batches)
-        by_key = defaultdict(list)
-        for i, record in enumerate(recs):
-            by_key[record.key].append(i)
+    for timeline, seq, recs, by_key in pass_records(config, passes):
         for key in sorted(set(by_key) | set(state)):
-            rows = by_key.get(key, [])
-            seqs = [seq + i for i in rows]
-            timestamps = [recs[i].event_time for i in rows]
-            values = [recs[i].values for i in rows]
-            columns = [list(column) for column in zip(*values, strict=True)] or [[]] * len(config.aggregates)
+            seqs, timestamps, values, columns = key_records(config, recs, seq, by_key.get(key, []))
             before = state.get(key, [])
             if kernel is not None:
                 fast = kernel(spec, timeline, before, seqs, timestamps, values, key)
