@@ -199,7 +199,7 @@ def make_cogroup_function(
         # Hundreds of keys' state rows, sweeps and panes are many live objects: Python's cyclic
         # collector, run as they are made, would traverse them again and again (a 500,000-record
         # session batch's keys together: 1.1-1.2 s against 1.8 with it). Paused for the call;
-        # what it leaves (a key's run refers to itself) is collected after.
+        # any cyclic garbage it leaves is collected after.
         with _collector_paused():
             taken = [inputs(*group) for group in groups]
             outputs = process_keys_columns(spec, timeline, taken)
