@@ -54,7 +54,7 @@ class Contents:
 
 class Book:
     """The values the sweep asks for (a firing's pane, a state row, a merge's input), computed all
-    at once by :meth:`evaluate`."""
+    at once by :func:`evaluate_books`."""
 
     def __init__(self, pane: Any, shape: AggregateShape, columns: list[pa.Array | None],
                  kinds: list[str | None], seqs: np.ndarray):
@@ -73,11 +73,6 @@ class Book:
         """Contents starting from the merge of ``merged`` (in window order), as ``_merge`` folds them."""
         return Contents(merged=[self.ask(contents, True) for contents in merged],
                         level=1 + max(contents.level for contents in merged))
-
-    def evaluate(self) -> list[Any]:
-        """Every request's value, level by level (may raise ``Decline``, from ``Pairs``)."""
-        _evaluate([self])
-        return self.values
 
     def likeness(self) -> tuple[Any, ...]:
         """What books must share to be evaluated together: their columns' kinds and types."""
