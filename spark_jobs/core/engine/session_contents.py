@@ -148,11 +148,12 @@ class _Pool:
     def evaluate_level(self, requests: list[tuple[int, int]]) -> None:
         """The values of ``requests`` (``(book, request)``), all of one level."""
         books = self.books
-        entries = [(b, request, *books[b].asked[request][:2]) for b, request in requests]
+        # (book, request, contents, records in, accumulator?)
+        entries = [(b, request, *books[b].asked[request]) for b, request in requests]
         # Each contents' records laid out one after another; its requests in order of records in.
         order: dict[int, int] = {}
         layout: list[tuple[int, Contents]] = []
-        for b, _, contents, _ in entries:
+        for b, _, contents, _, _ in entries:
             if id(contents) not in order:
                 order[id(contents)] = len(layout)
                 layout.append((b, contents))
@@ -165,10 +166,10 @@ class _Pool:
             records += np.repeat(np.asarray([self.offsets[b] for b, _ in layout], dtype=np.int64), lengths)
         bases = [self._base(b, contents) for b, contents in layout]
         run = _Level(self, records, len(layout), firsts, bases)
-        for b, request, contents, cut in entries:
+        for _, _, contents, cut, accumulator in entries:
             w = order[id(contents)]
-            run.requests.add(w, firsts[w], firsts[w] + cut, bases[w], books[b].asked[request][2])
-        for (b, request, _, _), value in zip(entries, Pairs(run).evaluate_all(), strict=True):
+            run.requests.add(w, firsts[w], firsts[w] + cut, bases[w], accumulator)
+        for (b, request, _, _, _), value in zip(entries, Pairs(run).evaluate_all(), strict=True):
             books[b].values[request] = value
 
 
