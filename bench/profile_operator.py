@@ -41,7 +41,12 @@ sys.path.insert(0, str(ROOT))
 from bench.harness import PIPELINES, RESULTS, SEED, prepare_archive  # noqa: E402
 from spark_jobs.config import parse_config  # noqa: E402
 from spark_jobs.core.watermarks import WatermarkState, compute_timeline  # noqa: E402
-from spark_jobs.execution.spark_batch import STATE_COLUMNS, arrow_type, make_cogroup_function  # noqa: E402
+from spark_jobs.execution.spark_batch import (  # noqa: E402
+    STATE_COLUMNS,
+    _groups,  # (how the driver cuts a pass by key: the state rows per key here)
+    arrow_type,
+    make_cogroup_function,
+)
 from spark_jobs.pipeline_spec import operator_spec  # noqa: E402
 
 
@@ -124,9 +129,7 @@ def run_batch(config, spec, rows, seq_start, wm_state, states, profile: cProfile
         profile.disable()
     out_rows = out.num_rows
     state_rows = out.filter(pc.equal(out.column("_kind"), "state"))
-    keys = list(zip(*(state_rows.column(k).to_pylist() for k in config.key), strict=True))
-    for key in dict.fromkeys(keys):
-        held = state_rows.filter(pa.array([k == key for k in keys]))
+    for key, (_, held) in _groups(state_rows, list(config.key), None).items():
         out_states[key] = held.select(list(empty.schema.names)).cast(empty.schema)
     return {
         "records": len(rows),
