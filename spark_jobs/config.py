@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from .core.aggregates import NUMERIC_FUNCTIONS, AggregateSpec
-from .core.durations import MIN_TIMESTAMP, parse_duration
+from .core.durations import MIN_TIMESTAMP, fitting_times, parse_duration
 from .core.engine.joins import DEFAULT_JOIN_OUTPUT, JoinFunction
 from .core.engine.process import KeyedProcessFunction
 from .core.functions import AggregateFunction, ProcessWindowFunction, evictor_from_dict, load_object
@@ -209,6 +209,15 @@ class PipelineConfig:
     @property
     def uses_processing_time(self) -> bool:
         return self.window.time == "processing" or "processing" in self.trigger.to_dict()["type"]
+
+    def accepted_times(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The first and last event time, and ingest time, a record may have: in years 0001 to
+        9999, narrowed for the times the windows are over (the replay clock's for processing-time
+        windows) so that every window fits them (``durations.fitting_times``)."""
+        reach = self.window.reach
+        on_clock = self.window.time == "processing"
+        clock_is_ingest = on_clock and bool(self.source.ingest_time)
+        return fitting_times(0 if clock_is_ingest else reach), fitting_times(reach if on_clock else 0)
 
     def value_columns(self) -> list[str]:
         """Source fields the aggregates read, each once, in first-use order."""

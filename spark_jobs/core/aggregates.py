@@ -42,6 +42,17 @@ class AggregateSpec:
         return f"{self.function}({self.column or '*'})"
 
 
+def long_sum(a: Any, b: Any) -> Any:
+    """``a + b``; a sum of integers wraps around at 64 bits, as Java's (Flink's) ``long`` does,
+    so that it fits the BIGINT column it is written to. (Wrapping at every addition or once at
+    the end gives the same value: the kernels' exact sums, declined where they could overflow,
+    agree with it.)"""
+    total = a + b
+    if type(total) is int and not -(1 << 63) <= total < (1 << 63):
+        total = (total + (1 << 63)) % (1 << 64) - (1 << 63)
+    return total
+
+
 class Aggregation:
     """The accumulators of a pane, as a plain list (cheap to copy, JSON-serialisable)."""
 
@@ -67,7 +78,7 @@ class Aggregation:
             elif value is None:
                 continue
             elif function == "sum":
-                acc[i] = value if acc[i] is None else acc[i] + value
+                acc[i] = value if acc[i] is None else long_sum(acc[i], value)
             elif function == "min":
                 if acc[i] is None or value < acc[i]:
                     acc[i] = value
@@ -99,7 +110,7 @@ class Aggregation:
             elif mine is None:
                 acc[i] = theirs
             elif function == "sum":
-                acc[i] = mine + theirs
+                acc[i] = long_sum(mine, theirs)
             elif function == "min":
                 acc[i] = min(mine, theirs)
             elif function == "max":

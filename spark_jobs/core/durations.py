@@ -8,6 +8,16 @@ import re
 MIN_TIMESTAMP = -(2**63)
 MAX_TIMESTAMP = 2**63 - 1
 
+#: The event and ingest times a replay takes: ISO-8601's years, from 0001-01-02 (PySpark reads a
+#: TIMESTAMP as a local time, probing a day before it) to 9999-12-31 (Python's last datetime).
+#: Records outside are quarantined (``invalid_timestamp``), as are those whose windows would be
+#: (``fitting_times``): the tables hold window bounds as TIMESTAMPs, and near the ends of int64
+#: Flink's long arithmetic wraps around.
+EARLIEST_TIME = -62_135_510_400_000
+LATEST_TIME = 253_402_300_799_999
+#: The longest duration a pipeline may name: 1000 years of 365.25 days.
+MAX_DURATION = 365_250 * 86_400_000
+
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 
@@ -19,11 +29,17 @@ def parse_duration(value: str | int) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"a duration cannot be negative: {value}")
-        return value
+        return _within_limit(value)
     match = _DURATION.match(str(value))
     if not match:
         raise ValueError(f"not a duration: {value!r} (write e.g. 500ms, 10s, 1m, 2h, 1d)")
-    return int(match.group(1)) * _UNITS[match.group(2)]
+    return _within_limit(int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def _within_limit(ms: int) -> int:
+    if ms > MAX_DURATION:
+        raise ValueError(f"a duration cannot exceed 1000 years (365250d): {ms} ms")
+    return ms
 
 
 def format_duration(ms: int) -> str:
@@ -45,6 +61,12 @@ def saturating_add(timestamp: int, delta: int) -> int:
 KERNEL_MARGIN = 1 << 61
 
 
+def fitting_times(reach: int) -> tuple[int, int]:
+    """The first and last time whose windows, reaching ``reach`` from it either way at most
+    (``WindowAssigner.reach``), lie within ``EARLIEST_TIME`` to ``LATEST_TIME``."""
+    return EARLIEST_TIME + max(reach - 1, 0), LATEST_TIME - reach  # (a window's end included)
+
+
 def clear_of_saturation(low: int, high: int, reach: int) -> bool:
     """Whether times from ``low`` to ``high``, plus any span up to ``reach``, stay far from both
     ends of time (the kernels decline what does not: they do not model saturation)."""
@@ -60,5 +82,7 @@ def format_timestamp(ms: int) -> str:
         return "-inf"
     if ms >= MAX_TIMESTAMP:
         return "+inf"
+    if not EARLIEST_TIME <= ms <= LATEST_TIME:
+        return f"{ms} ms"  # (a window's end past year 9999: no datetime spells it)
     moment = _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+    return f"{moment.year:04d}" + moment.strftime("-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..config import pattern_has_zone
+from ..core.durations import format_timestamp
 from .archive_files import KAFKA_CONNECT_NAME, first_record_line
 
 if TYPE_CHECKING:
@@ -210,10 +211,13 @@ def validate(
     event_ms = F.col("_event_time")
     typed: dict[str, Column] = {}
     type_errors = []
+    event_range, ingest_range = config.accepted_times()
     if source.ingest_time:
         typed["_ingest_time"] = F.col("_ingest_time")
+        ingest_outside, ingest_words = _out_of_range(typed["_ingest_time"], ingest_range)
         type_errors.append(F.when(typed["_ingest_time"].isNull(), F.concat(
-            shown(source.ingest_time), F.lit(" is not epoch ms or ISO-8601 with a zone"))))
+            shown(source.ingest_time), F.lit(" is not epoch ms or ISO-8601 with a zone")))
+            .when(ingest_outside, F.concat(shown(source.ingest_time), ingest_words)))
     if source.offset:
         typed["_offset"] = F.col("_offset")
         type_errors.append(F.when(typed["_offset"].isNull(), F.concat(
@@ -229,6 +233,7 @@ def validate(
             shown(column), F.lit(f" is not a {'finite double' if kind == 'double' else kind}"))))
     any_type_error = reduce(Column.__or__, [e.isNotNull() for e in type_errors], F.lit(False))
 
+    event_outside, event_words = _out_of_range(event_ms, event_range)
     outcome = F.when(F.col("_pre_reason").isNotNull(),
                      F.struct(F.col("_pre_reason").alias("r"), F.col("_pre_detail").alias("d")))
     if named:
@@ -245,6 +250,9 @@ def validate(
             F.concat(shown(source.event_time), F.lit(
                 " is not epoch ms or ISO-8601 with a zone (Z or +hh:mm)" if source.event_time_format is None
                 else f" does not match event_time_format '{source.event_time_format}'")).alias("d")))
+        .when(event_outside, F.struct(
+            F.lit("invalid_timestamp").alias("r"),
+            F.concat(shown(source.event_time), event_words).alias("d")))
         .when(any_type_error, F.struct(
             F.lit("invalid_type").alias("r"), F.concat_ws("; ", *type_errors).alias("d")))
     )
@@ -261,6 +269,15 @@ def validate(
         *[typed[c].alias(c) for c in config.value_columns()],
     )
     return checked
+
+
+def _out_of_range(ms: Column, accepted: tuple[int, int]) -> tuple[Column, Column]:
+    """Whether a time (epoch ms, not NULL) is outside the ``accepted`` ones
+    (``PipelineConfig.accepted_times``), and the detail's words for it."""
+    first, last = accepted
+    words = (f" is outside the times this pipeline takes, {format_timestamp(first)} to "
+             f"{format_timestamp(last)} UTC (its windows must fit the years 0001 to 9999)")
+    return (ms < F.lit(first)) | (ms > F.lit(last)), F.lit(words)
 
 
 def _time_ms(text: Column) -> Column:

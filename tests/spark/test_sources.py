@@ -101,8 +101,15 @@ DIRTY = [
     (good("d23", ingest="soon"), "invalid_type", "ingest='soon'"),
     (good("d24", amount="NaN"), "invalid_type", "amount"),
     (good("d25", n="9223372036854775808"), "invalid_type", "n="),
+    # Times whose (1-minute) windows would leave the years 0001 to 9999 (Python's datetimes).
+    (good("d26", ts=2**63 - 1), "invalid_timestamp", "outside the times this pipeline takes, "
+     "0001-01-02 00:00:59.999 to 9999-12-31 23:58:59.999 UTC (its windows must fit the years 0001 to 9999)"),
+    (good("d27", ts=-(2**63)), "invalid_timestamp", "outside the times"),
+    (good("d28", ts=253402300740000), "invalid_timestamp", "outside the times"),
+    (good("d29", ingest=-62135510400001), "invalid_type", "ingest='-62135510400001' is outside"),
 ]
-DIRTY_GOOD = [good("g1"), good("g2", ts="1700000000000", region={"nested": [1]})]
+DIRTY_GOOD = [good("g1"), good("g2", ts="1700000000000", region={"nested": [1]}),
+              good("g3", ts=253402300739999, ingest="0001-01-02T00:00:00Z")]  # the ranges' ends
 
 
 def write_gzip_cut(path: Path, complete: bytes, partial: bytes, rest: bytes) -> None:
@@ -314,7 +321,10 @@ def test_each_quarantine_reason(jsonl, archive):
     assert set(bad) == {*range(1, len(DIRTY) + 1), utf8["line"]}
     records = by_file(jsonl["rows"], archive / "dirty.jsonl")
     first_good = len(DIRTY) + 1
-    assert {line: r["_id"] for line, r in records.items()} == {first_good: "g1", first_good + 1: "g2"}
+    assert {line: r["_id"] for line, r in records.items()} == {
+        first_good: "g1", first_good + 1: "g2", first_good + 2: "g3"}
+    ends = records[first_good + 2]
+    assert (ends["_event_time"], ends["_ingest_time"]) == (253402300739999, -62135510400000)
     assert records[first_good + 1]["region"] == '{"nested":[1]}'  # a key is any value's JSON text
     # The archive has every reason but those of other formats (tests/spark/test_source_shapes.py).
     others = {"malformed_csv", "truncated_zstd", "invalid_object_name"}

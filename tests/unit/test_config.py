@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from spark_jobs.config import load_config, parse_config
-from spark_jobs.core.durations import format_duration, parse_duration
+from spark_jobs.core.durations import format_duration, format_timestamp, parse_duration
 from spark_jobs.core.triggers import ContinuousEventTimeTrigger, PurgingTrigger
 from spark_jobs.core.windows import SlidingWindows
 from spark_jobs.exceptions import ConfigError
@@ -159,10 +159,16 @@ def test_parse_duration(text, ms):
     assert parse_duration(text) == ms
 
 
-@pytest.mark.parametrize("bad", ["", "1", "1.5s", "-1s", "1 min", True, -5])
+@pytest.mark.parametrize("bad", ["", "1", "1.5s", "-1s", "1 min", True, -5, 2**50 + 1, "13100000d"])
 def test_parse_duration_rejects(bad):
     with pytest.raises(ValueError):
         parse_duration(bad)
+
+
+def test_format_timestamp_spells_times_past_year_9999_in_ms():
+    assert format_timestamp(253402300799999) == "9999-12-31 23:59:59.999"
+    assert format_timestamp(253402300800000) == "253402300800000 ms"
+    assert (format_timestamp(-(2**63)), format_timestamp(2**63 - 1)) == ("-inf", "+inf")
 
 
 def test_format_duration_is_the_shortest_exact_spelling():

@@ -120,6 +120,8 @@ def continues(function: str, kind: str | None, value: Any, first_seq: int | None
         return True
     python_type = {"int": int, "float": float, "str": str}[kind]
     if function == "sum":
+        if kind == "int" and type(value) is int and not -(1 << 62) < value < (1 << 62):
+            return False  # its exact sums could pass the 64-bit wrap (``aggregates.long_sum``)
         return value is None or type(value) is python_type or (kind == "float" and type(value) is int)
     if function == "avg":
         if not (isinstance(value, list) and len(value) == 2 and type(value[1]) is int and value[1] >= 0):

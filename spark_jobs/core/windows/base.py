@@ -47,6 +47,12 @@ class WindowAssigner:
     def is_event_time(self) -> bool:
         return self.time == "event"
 
+    @property
+    def reach(self) -> int:
+        """How far a record's windows extend from its time either way, at most: the times a
+        pipeline takes are those whose windows the tables can hold (``durations.fitting_times``)."""
+        return 0
+
     def assign(self, timestamp: int) -> list[TimeWindow]:
         raise NotImplementedError
 

@@ -20,6 +20,10 @@ class SessionWindows(WindowAssigner):
         if self.gap <= 0:
             raise ValueError("session gap must be positive")
 
+    @property
+    def reach(self) -> int:
+        return self.gap
+
     @classmethod
     def with_gap(cls, gap: int, time: str = "event") -> SessionWindows:
         return cls(gap, time)

@@ -24,6 +24,10 @@ class SlidingWindows(WindowAssigner):
             raise ValueError("sliding window size and slide must be positive")
         object.__setattr__(self, "offset", self.offset % self.slide)
 
+    @property
+    def reach(self) -> int:
+        return self.size
+
     @classmethod
     def of(cls, size: int, slide: int, offset: int = 0, time: str = "event") -> SlidingWindows:
         return cls(size, slide, offset, time)

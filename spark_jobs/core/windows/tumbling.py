@@ -23,6 +23,10 @@ class TumblingWindows(WindowAssigner):
             raise ValueError("tumbling window size must be positive")
         object.__setattr__(self, "offset", self.offset % self.size)
 
+    @property
+    def reach(self) -> int:
+        return self.size
+
     @classmethod
     def of(cls, size: int, offset: int = 0, time: str = "event") -> TumblingWindows:
         return cls(size, offset, time)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.core.aggregates import FUNCTIONS, AggregateSpec, Aggregation
+from spark_jobs.core.aggregates import FUNCTIONS, AggregateSpec, Aggregation, long_sum
 
 SPECS = [
     AggregateSpec.parse("n", "count(*)"),
@@ -97,3 +97,21 @@ def test_parse_and_text():
     assert spec == AggregateSpec("n", "count", None) and spec.to_text() == "count(*)"
     assert AggregateSpec.parse("s", "sum(a.b)").to_text() == "sum(a.b)"
     assert Aggregation(SPECS[:3]).columns == [None, "v", "v"]
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20), st.integers(0, 20))
+def test_an_int_sum_wraps_as_a_java_long_however_it_is_folded(values, cut):
+    """Added one by one or merged from two parts (sessions), a sum of integers is the exact sum
+    wrapped into int64, as Java's ``long`` arithmetic leaves it; floats are untouched."""
+    exact = sum(values)
+    wrapped = (exact + 2**63) % 2**64 - 2**63
+    agg = Aggregation([AggregateSpec.parse("s", "sum(v)")])
+    parts = []
+    for part in (values[:cut], values[cut:]):
+        acc = agg.create()
+        for seq, value in enumerate(part):
+            agg.add(acc, (value,), seq)
+        parts.append(acc)
+    merged = agg.merge(parts[0], parts[1])
+    assert agg.result(merged) == [wrapped if values else None]
+    assert long_sum(2**62, 2.0**62) == 2.0**63  # a float sum is not wrapped

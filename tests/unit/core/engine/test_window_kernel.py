@@ -305,6 +305,21 @@ def test_a_declined_input_falls_back_to_the_operator_with_the_same_results(times
     assert out.panes
 
 
+def test_an_int_sum_past_int64_wraps_as_a_java_long():
+    """Java's (Flink's) ``long`` wraps around; the per-record operator's sums do too, the kernel
+    declines inputs whose exact sums could get there, and a restored sum near the wrap."""
+    spec = spec_of(aggregates={"s": "sum(v)"})
+    line = timeline(0, 3, [0, 1, 2, 3], [0, 1, 2, 2**63 - 1])
+    values = [2**62, 2**62, 5]
+    out = process_key_columns(spec, line, [], [0, 1, 2], [1, 2, 3], [values])
+    assert [pane.values for pane in out.panes] == [[-(2**63) + 5]]
+    restored = WindowStateRow(TimeWindow(0, 10), True, 0, f"[{2**62}]", None, [9], [])
+    later = timeline(5, 6, [5, 6], [0, 2**63 - 1])
+    assert window_kernel.process_key(spec, later, [restored], [5], [1], [[2**62]]) is None
+    out = process_key_columns(spec, later, [restored], [5], [1], [[2**62]])
+    assert [pane.values for pane in out.panes] == [[-(2**63)]]
+
+
 def test_nan_is_declined_where_python_compares_it():
     """min, max and count_distinct of NaN follow Python's comparisons and object identity, which
     the kernel does not model; sum and avg simply propagate it."""
