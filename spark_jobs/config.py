@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +218,40 @@ class PipelineConfig:
         on_clock = self.window.time == "processing"
         clock_is_ingest = on_clock and bool(self.source.ingest_time)
         return fitting_times(0 if clock_is_ingest else reach), fitting_times(reach if on_clock else 0)
+
+    def semantics(self) -> dict[str, Any]:
+        """What the results depend on, in canonical form (durations in ms, defaults filled in):
+        ``replay_log`` records it with every batch, and a run refuses to go on from tables
+        written under other semantics (``execution.semantics_guard``). Left out: where things are
+        (paths, a Delta source's pin), batch and pass sizes (the results do not depend on them;
+        ``watermark.emit: per_batch`` says so itself), names, maintenance, schedule and quality."""
+        def source(config: SourceConfig) -> dict[str, Any]:
+            return {k: v for k, v in asdict(config).items() if k not in ("path", "version", "timestamp")}
+
+        def function(user: UserFunction | None) -> dict[str, Any] | None:
+            return None if user is None else {"path": user.path, "params": user.params, "output": user.output}
+
+        join = self.join
+        return {
+            "source": source(self.source),
+            "key": list(self.key),
+            "watermark": asdict(self.watermark),
+            "window": self.window.to_dict(),
+            "trigger": self.trigger.to_dict(),
+            "allowed_lateness": self.allowed_lateness,
+            "late_output": self.late_output,
+            "aggregates": {spec.name: spec.to_text() for spec in self.aggregates},
+            "evictor": None if self.evictor is None else {"type": type(self.evictor).__name__,
+                                                          **asdict(self.evictor)},
+            "aggregate_function": function(self.aggregate_function),
+            "process_function": function(self.process_function),
+            "process": function(self.keyed_process),
+            "join": None if join is None else {
+                "type": join.type, "right": source(join.right),
+                "right_watermark": asdict(join.right_watermark), "lower": join.lower, "upper": join.upper,
+                "function": function(join.function),
+            },
+        }
 
     def value_columns(self) -> list[str]:
         """Source fields the aggregates read, each once, in first-use order."""

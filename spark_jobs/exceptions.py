@@ -22,6 +22,11 @@ class ArchiveChangedError(ReplayError):
     """A file that was already replayed changed or disappeared from the archive."""
 
 
+class SemanticsChangedError(ReplayError):
+    """The pipeline's config changed what its results mean since its tables were written (nothing
+    was written)."""
+
+
 class ConcurrentRunError(ReplayError):
     """Another replay of the same pipeline holds the lock."""
 

@@ -27,6 +27,7 @@ from .faults import crash_point
 from .locks import pipeline_lock
 from .recovery import committed_log, drop_all, pass_start, rewind_log
 from .replay import Replay, RunSummary, stderr_progress
+from .semantics_guard import check_semantics
 from .spark_session import get_spark, is_connect, spark_remote
 from .state.delta import DeltaStore
 from .state.journal import Operation, clear_operation, read_operation, write_operation
@@ -53,6 +54,7 @@ def run_pipeline(
     progress = progress or stderr_progress
     with pipeline_lock(config, spark):
         summary = _summary(config)
+        _check_semantics(config, spark)
         finish_operation(config, spark, summary, progress, batch_size)
         summary.add(_replay(config, spark, progress, batch_size).run(finalize, until_ms))
         return summary
@@ -125,6 +127,7 @@ def reprocess(
     summary = _summary(config)
     with pipeline_lock(config, spark):
         pending = read_operation(config, spark)
+        _check_semantics(config, spark, pending)
         finish_operation(config, spark, summary, progress)
         if pending is not None and pending.same_request(from_ms, to_ms, reason):
             return ReprocessOutcome(True, summary, f"finished {pending.describe()}, left by a killed command")
@@ -225,6 +228,14 @@ def finish_operation(
     crash_point("reprocess:recorded")
     clear_operation(config, spark)
     return operation
+
+
+def _check_semantics(config: PipelineConfig, spark: Any, pending: Operation | None = None) -> None:
+    """``semantics_guard.check_semantics`` against the committed batches, before a command
+    replays anything (an unfinished reset, which replays nothing, goes ahead)."""
+    pending = pending if pending is not None else read_operation(config, spark)
+    if pending is None or pending.kind != "reset":
+        check_semantics(config, committed_log(DeltaStore(spark, config)))
 
 
 def _advance(config: PipelineConfig, spark: Any, operation: Operation, phase: str) -> None:

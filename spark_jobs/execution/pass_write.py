@@ -24,6 +24,7 @@ from .latest_merges import LatestMerges
 from .maintenance import maintain, maintenance_due
 from .pass_compute import late_source_columns
 from .passes import BatchSummary, ComputedPass, PassSummary, Progress, RunSummary, profile
+from .semantics_guard import semantics_text
 from .spark_batch import STATE_COLUMNS
 from .state.delta import BATCH_TABLES, DeltaStore
 
@@ -35,6 +36,8 @@ REPLAY_LOG_SCHEMA = pa.schema([
     ("late", pa.int64()), ("leaks", pa.int64()), ("latest_through", pa.int64()),
     ("table_versions", pa.map_(pa.string(), pa.int64())),
     ("committed_at", pa.timestamp("us", "UTC")),
+    # What the batch was replayed under (``semantics_guard``; tables of earlier releases gain it).
+    ("semantics", pa.string()),
 ])
 
 
@@ -56,6 +59,7 @@ class PassWriter:
         self.write_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-write")
         self.log_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pass-log")
         self.previous_commit_end = 0.0
+        self.semantics = semantics_text(config)
         self.latest: LatestMerges | None = None  # set once the run knows its last commit row
 
     def submit(
@@ -223,6 +227,7 @@ class PassWriter:
                 "latest_through": min(batch.batch_id, recorded.through),
                 # The same versions for every batch of the pass: the pass is the unit of restart.
                 "table_versions": versions,
+                "semantics": self.semantics,
             })
         commit = self.log_thread.submit(self.log_pass, computed, entries, position, summary)
         return entries[-1], commit
@@ -244,7 +249,7 @@ class PassWriter:
         committed_at = dt.datetime.now(dt.UTC)
         log_rows = pa.Table.from_pylist([{**entry, "committed_at": committed_at} for entry in entries],
                                         schema=REPLAY_LOG_SCHEMA)
-        self.store.append_rows(log_rows, "replay_log", final.batch_id)
+        self.store.append_rows(log_rows, "replay_log", final.batch_id, merge_schema=True)
         summary.wrote("replay_log")
         for batch_id in ids:
             crash_point(f"batch:{batch_id}:committed")

@@ -145,29 +145,31 @@ class DeltaStore:
             found[table] = int(rows[0]["version"])
         return found
 
-    def append_rows(self, rows: Any, table: str, batch_id: int) -> None:
+    def append_rows(self, rows: Any, table: str, batch_id: int, merge_schema: bool = False) -> None:
         """Append one pass's rows (Arrow, held on this side): by delta-rs where this process
         reaches the table, the local disk or S3 (``delta_rs_writes.write_rows``: a few hundredths
         of a second, against a Spark job and its commit; a new table is created so too), else by
-        Spark."""
-        self._write_rows(rows, table, batch_id, "append")
+        Spark. ``merge_schema``: columns the table lacks are added."""
+        self._write_rows(rows, table, batch_id, "append", merge_schema=merge_schema)
 
     def overwrite_rows(self, rows: Any, table: str, batch_id: int) -> None:
         """Replace a table's rows with ``rows`` (Arrow), as ``append_rows`` writes them."""
         self._write_rows(rows, table, batch_id, "overwrite")
 
     def _write_rows(self, rows: Any, table: str, batch_id: int, mode: str,
-                    properties: dict[str, str] = NEW_TABLE_PROPERTIES) -> None:
+                    properties: dict[str, str] = NEW_TABLE_PROPERTIES, merge_schema: bool = False) -> None:
         location = delta_location(self.path(table))
         if location is not None:
             new_table = None if self.exists(table) else properties
-            write_on_client(location, rows, mode, f"batch={batch_id}", new_table)
+            write_on_client(location, rows, mode, f"batch={batch_id}", new_table, merge_schema=merge_schema)
             return
         from ..arrow_frames import arrow_frame
 
         # One task, one file: a pass's output is small, and a write's tasks cost more than its rows.
         frame = arrow_frame(self.spark, rows).coalesce(1)
         writer = self._writer(frame, self._replacing(table) if mode == "overwrite" else "append")
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
         writer.options(**properties).option("userMetadata", f"batch={batch_id}").save(self.path(table))
 
     def writes_directly(self, table: str) -> bool:
