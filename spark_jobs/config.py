@@ -348,6 +348,12 @@ def parse_instant(text: str, field: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def _within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or below it (as written, once resolved)."""
+    path, folder = path.rstrip("/"), folder.rstrip("/")
+    return path == folder or path.startswith(folder + "/")
+
+
 def resolve_path(path: str) -> str:
     if "://" in path or path.startswith("/"):
         return path
@@ -514,6 +520,10 @@ class _Parser:
                                 f"({name.rsplit('.', 1)[-1]}: {name}) and use that name")
         if config.window.time == "processing" and config.allowed_lateness:
             raise self.fail("allowed_lateness", "applies to event-time windows only")
+        for where, source in (("source.path", src), ("join.right.path", config.join and config.join.right)):
+            if source is not None and _within(config.output_path, source.path):
+                raise self.fail("output.path", f"{config.output_path} is inside {where} ({source.path}): "
+                                "the archive's listing would read the tables' own files")
 
     def parse_source(self, data: dict[str, Any], where: str = "source",
                      extra: tuple[str, ...] = ()) -> SourceConfig:

@@ -135,6 +135,20 @@ def test_cross_checks():
     assert error.value.field == "key"
 
 
+@pytest.mark.parametrize(("output", "refused"), [
+    ("archive/lake", True), ("archive", True), ("archive/", True), ("archive2", False), (".", False),
+])
+def test_the_tables_may_not_be_inside_the_archive(output, refused):
+    """Its listing would read the tables' own files as records (Parquet, the Delta log's JSON)."""
+    config = with_("output.path", output)
+    if not refused:
+        assert parse_config(config).output_path.endswith(output.strip("/.") or "")
+        return
+    with pytest.raises(ConfigError) as error:
+        parse_config(config)
+    assert error.value.field == "output.path" and "is inside source.path" in error.value.problem
+
+
 def test_load_config_errors_name_the_file(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path / "missing.yaml")
