@@ -369,6 +369,13 @@ def load_config(path: str | os.PathLike[str], overrides: dict[str, Any] | None =
             data = yaml.safe_load(handle)
     except FileNotFoundError as error:
         raise ConfigError("(file)", f"no such file: {path}", source) from error
+    except IsADirectoryError as error:
+        raise ConfigError("(file)", f"is a directory, not a pipeline's YAML file: {path}", source) from error
+    except OSError as error:
+        raise ConfigError("(file)", f"cannot be read: {error.strerror or error}", source) from error
+    except UnicodeDecodeError as error:
+        problem = f"not UTF-8 text: {error.reason} at byte {error.start}"
+        raise ConfigError("(file)", problem, source) from error
     except yaml.YAMLError as error:
         raise ConfigError("(file)", f"not valid YAML: {error}", source) from error
     return parse_config(data, source=source, overrides=overrides)

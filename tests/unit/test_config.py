@@ -157,6 +157,12 @@ def test_load_config_errors_name_the_file(tmp_path):
     bad.write_text("name: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"name: \xd6\x00\xff")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(binary)
     good = tmp_path / "good.yaml"
     good.write_text("name: x\nsource: {path: a, event_time: ts}\nkey: k\nwindow: {type: global}\n"
                     "output: {path: /o}\nunknown: 1\n")
