@@ -33,6 +33,7 @@ from .ordering import (
 )
 from .passes import Progress, RunSummary, profile
 from .recovery import committed_log
+from .semantics_guard import semantics_text
 from .state.delta import DeltaStore
 
 #: How ``staging`` is written (besides its statistics columns): records are staged in ranges of
@@ -58,7 +59,21 @@ SOURCE_FILES_SCHEMA = pa.schema([
     ("ingest_id", pa.int64()), ("records", pa.int64()), ("quarantined", pa.int64()),
     ("seq_start", pa.int64()), ("seq_end", pa.int64()), ("batch_start", pa.int64()),
     ("batch_end", pa.int64()), ("etag", pa.string()),
+    ("semantics", pa.string()),  # what the ingest was staged under (``semantics_guard``)
 ])
+
+
+def known_files(store: DeltaStore) -> dict[str, dict[str, Any]]:
+    """``source_files``' rows by path. A lakehouse this process reaches (the local disk, S3) is
+    read with delta-rs: no Spark job (over Spark Connect it was 2.3 s of a one-batch run on the
+    local disk, 0.33 s on S3); elsewhere Spark."""
+    from .state.delta_rs import DeltaRsReader
+
+    if DeltaRsReader.reaches(store.config):
+        return DeltaRsReader(store.config).source_files()
+    if not store.exists("source_files"):
+        return {}
+    return {row["path"]: row.asDict() for row in store.read("source_files").collect()}
 
 
 def check_archive_unchanged(files: list[Any], known: dict[str, dict[str, Any]]) -> None:
@@ -168,7 +183,7 @@ class Ingest:
         from .sources import line_count, list_archive
 
         sources = self.config.sources()
-        known = self.known_files()
+        known = known_files(self.store)
         # A Delta source's snapshot (archive_delta): its files, and the commits that removed any.
         deltas = {number: list_delta(source, known=known)
                   for number, source in enumerate(sources) if source.format == "delta"}
@@ -212,7 +227,8 @@ class Ingest:
              "records": int(staged.per_file_records[file_indexes[f.path]]),
              "quarantined": int(staged.per_file_bad[file_indexes[f.path]]),
              "seq_start": seq_base, "seq_end": seq_base + accepted_count, "batch_start": batch_base,
-             "batch_end": batch_base + -(-accepted_count // self.batch_size), "etag": f.etag}
+             "batch_end": batch_base + -(-accepted_count // self.batch_size), "etag": f.etag,
+             "semantics": semantics_text(self.config)}
             for f in new
         ], schema=SOURCE_FILES_SCHEMA)
 
@@ -365,21 +381,9 @@ class Ingest:
         numbered.close()
         return Staged(per_file_records, per_file_bad, quarantine, ingested)
 
-    def known_files(self) -> dict[str, dict[str, Any]]:
-        """``source_files``' rows by path. A lakehouse this process reaches (the local disk, S3) is
-        read with delta-rs: no Spark job (over Spark Connect it was 2.3 s of a one-batch run on the
-        local disk, 0.33 s on S3); elsewhere Spark."""
-        from .state.delta_rs import DeltaRsReader
-
-        if DeltaRsReader.reaches(self.config):
-            return DeltaRsReader(self.config).source_files()
-        if not self.store.exists("source_files"):
-            return {}
-        return {row["path"]: row.asDict() for row in self.store.read("source_files").collect()}
-
     def next_positions(self, known: dict[str, dict[str, Any]]) -> tuple[int, int]:
         """The next free sequence number and batch id (after staged and committed batches);
-        ``known``: ``known_files()``."""
+        ``known``: ``known_files``'."""
         seq = max((row["seq_end"] or 0 for row in known.values()), default=0)
         batch = max((row["batch_end"] or 0 for row in known.values()), default=0)
         log = committed_log(self.store)

@@ -24,6 +24,7 @@ from typing import Any
 from ..config import PipelineConfig, load_config, parse_instant
 from ..exceptions import ConfigError, ReplayError
 from .faults import crash_point
+from .ingest import known_files
 from .locks import pipeline_lock
 from .recovery import committed_log, drop_all, pass_start, rewind_log
 from .replay import Replay, RunSummary, stderr_progress
@@ -235,7 +236,8 @@ def _check_semantics(config: PipelineConfig, spark: Any, pending: Operation | No
     replays anything (an unfinished reset, which replays nothing, goes ahead)."""
     pending = pending if pending is not None else read_operation(config, spark)
     if pending is None or pending.kind != "reset":
-        check_semantics(config, committed_log(DeltaStore(spark, config)))
+        store = DeltaStore(spark, config)
+        check_semantics(config, committed_log(store), known_files(store))
 
 
 def _advance(config: PipelineConfig, spark: Any, operation: Operation, phase: str) -> None:

@@ -64,5 +64,20 @@ def test_a_changed_config_is_refused_before_anything_is_written(spark, tmp_path,
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def test_an_ingest_not_replayed_yet_is_checked_too(spark, tmp_path):
+    """A run that only ingested (``--until`` before its first batch) commits no batch, yet
+    ``staging`` holds its columns: a new key field would not be among them."""
+    archive = write_archive(tmp_path / "archive", records=60, files=1)
+    config = write_pipeline(tmp_path / "p.yaml", archive, tmp_path / "lake")
+    done = cli("run", str(config), "--until", "2000-01-01T00:00:00Z")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "0 batches" in done.stdout
+    changed(config, key=["partition"])
+    refused = cli("run", str(config))
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert "since ingest 0 was staged into" in refused.stderr
+    assert 'key: ["user"] -> ["partition"]' in refused.stderr
+
+
 def pa_without(schema, name):
     return schema.remove(schema.get_field_index(name))

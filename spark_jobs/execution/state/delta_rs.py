@@ -122,7 +122,7 @@ class DeltaRsReader:
         return rows
 
     def source_files(self) -> dict[str, dict[str, Any]]:
-        """``source_files``' rows by path (as ``Ingest.known_files`` returns them)."""
+        """``source_files``' rows by path (as ``ingest.known_files`` returns them)."""
         if not self.exists("source_files"):
             return {}
         return {row["path"]: row for row in self.rows("SELECT * FROM source_files", {"source_files": None})}

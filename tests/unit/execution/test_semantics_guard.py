@@ -39,6 +39,12 @@ def log_of(written):
     return [{"batch_id": 0}, {"batch_id": 1, "semantics": semantics_text(written)}]
 
 
+def files_of(written, ingest_id=1):
+    """``source_files`` rows: an ingest before the guard (0), and one under ``written``."""
+    return {"a": {"ingest_id": 0, "semantics": None},
+            "b": {"ingest_id": ingest_id, "semantics": semantics_text(written)}}
+
+
 @pytest.mark.parametrize("changes", [
     {"window__size": "60s", "allowed_lateness": 30_000},  # spelled otherwise
     {"source__path": "s3a://bucket/archive", "output__path": "/elsewhere", "name": "renamed"},
@@ -46,7 +52,7 @@ def log_of(written):
     {"quality": {"max_late_fraction": 0.1}, "maintenance": {"optimize_every": 3}},
 ])
 def test_what_leaves_the_results_alone_goes_on(changes):
-    check_semantics(config(**changes), log_of(config()))
+    check_semantics(config(**changes), log_of(config()), files_of(config()))
 
 
 @pytest.mark.parametrize(("changes", "section"), [
@@ -61,13 +67,20 @@ def test_what_leaves_the_results_alone_goes_on(changes):
 ])
 def test_what_changes_the_results_is_refused_naming_it(changes, section):
     with pytest.raises(SemanticsChangedError) as refused:
-        check_semantics(config(**changes), log_of(config()))
+        check_semantics(config(**changes), log_of(config()), {})
     message = str(refused.value)
     assert f"\n  {section}: " in message and "since batch 1 was replayed into /lake/clicks" in message
     assert message.count("\n  ") == 1  # only that section
     assert "replay reset" in message
 
 
+def test_an_ingest_not_replayed_yet_is_checked_too():
+    """``staging``'s columns follow the config (a new key would not be there)."""
+    with pytest.raises(SemanticsChangedError, match="since ingest 3 was staged into /lake/clicks:\n  key: "):
+        check_semantics(config(key=["page"]), [], files_of(config(), ingest_id=3))
+
+
 def test_rows_before_the_guard_and_no_rows_are_not_checked():
-    check_semantics(config(window__size="2m"), [{"batch_id": 0}, {"batch_id": 1, "semantics": None}])
-    check_semantics(config(window__size="2m"), [])
+    legacy_log = [{"batch_id": 0}, {"batch_id": 1, "semantics": None}]
+    check_semantics(config(window__size="2m"), legacy_log, {"a": {"ingest_id": 0, "semantics": None}})
+    check_semantics(config(window__size="2m"), [], {})
