@@ -25,6 +25,7 @@ from ..core.engine.keyed import process_keys_columns
 from ..core.engine.model import WindowStateRow
 from ..core.engine.operator import OperatorSpec
 from ..core.watermarks import Timeline
+from ..exceptions import ReplayError
 from .key_processes import DRIVER_EXTRA_SHARE, KEY_COST_RECORDS, share_keys
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
@@ -114,6 +115,7 @@ def make_cogroup_function(
     schema = output_schema(config)
     needs_element = spec.needs_element
     output_names = [name for name, _ in config.outputs()]
+    declared = {f"agg_{name}": (name, kind) for name, kind in config.outputs()}
 
     def inputs(key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> tuple[Any, ...]:
         """A key's group as ``process_keys_columns`` takes it."""
@@ -136,7 +138,10 @@ def make_cogroup_function(
         data: dict[str, list[Any]] = {name: [] for name, _ in columns}
         for key_values, out in outputs:
             key_rows(data, key_values, out)
-        return pa.table(data, schema=schema)
+        try:
+            return pa.table(data, schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as error:
+            raise _unstorable(data, schema, declared, error) from error
 
     def key_rows(data: dict[str, list[Any]], key_values: tuple[Any, ...], out: Any) -> None:
         """A key's output rows appended to ``data``'s columns."""
@@ -345,3 +350,28 @@ def _state_rows(state: pa.Table) -> list[WindowStateRow]:
         )
         for i in range(state.num_rows)
     ]
+
+
+def _unstorable(data: dict[str, list[Any]], schema: pa.Schema, declared: dict[str, tuple[str, str]],
+                error: Exception) -> ReplayError:
+    """Why a pass's output rows do not fit their columns, naming the column and the value: a
+    user function's output (``declared`` in the config) that is not of its type, or a time past
+    64 bits. Found by converting the columns one by one (only once the whole table failed)."""
+    for field in schema:
+        values = data[field.name]
+        try:
+            pa.array(values, field.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+            bad = next(v for v in values if not _fits(v, field.type))
+            name, kind = declared.get(field.name, (field.name, str(field.type)))
+            return ReplayError(f"an output row's {name} is {bad!r}, which its column ({kind}) cannot hold: "
+                               "a user function's output not of its declared type, or past 64 bits")
+    return ReplayError(f"a pass's output rows cannot be stored: {error}")
+
+
+def _fits(value: Any, kind: pa.DataType) -> bool:
+    try:
+        pa.array([value], kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        return False
+    return True

@@ -1,17 +1,24 @@
 """Values at the ends of what the tables hold: a replay writes them, and never crashes on them.
 Event times whose windows reach the ends of the years 0001 to 9999 (Python's datetimes, which
 read the tables' TIMESTAMPs, end there; a time past them is quarantined), and integer sums past
-int64 (they wrap around, as Java's ``long`` does)."""
+int64 (they wrap around, as Java's ``long`` does); a user function's output its column cannot hold
+stops the run naming it, before anything is committed."""
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
 from replay_helpers import cli, write_pipeline
 
+from spark_jobs.config import load_config
 from spark_jobs.core.durations import fitting_times
+from spark_jobs.core.engine.process import KeyedProcessFunction
+from spark_jobs.exceptions import ReplayError
+from spark_jobs.execution.operations import run_pipeline
 
 pytestmark = pytest.mark.spark
 
@@ -51,3 +58,40 @@ def test_times_at_the_ends_and_sums_past_int64(spark, tmp_path):
     assert final["b"]["window_end"] == datetime(9999, 12, 31, 23, 59)
     quarantined = spark.read.format("delta").load(str(lake / "quarantine")).collect()
     assert [(row["reason"], row["line"]) for row in quarantined] == [("invalid_timestamp", 7)]
+
+
+@dataclass
+class Misbehaving(KeyedProcessFunction):
+    """Emits a value its declared output type cannot hold, or sets a timer past 64 bits."""
+
+    fault: str = "type"
+
+    def process_element(self, record, ctx):
+        if self.fault == "timer":
+            ctx.register_event_time_timer(ctx.timestamp + 2**63)
+        else:
+            ctx.emit({"kind": "x", "seen": "soon" if self.fault == "type" else 2**70})
+
+    def on_timer(self, timestamp, ctx):
+        pass
+
+
+@pytest.mark.in_process_only  # (the function's class is this module's)
+@pytest.mark.parametrize(("fault", "message"), [
+    ("type", "an output row's seen is 'soon', which its column (long) cannot hold"),
+    ("long", "an output row's seen is 1180591620717411303424, which its column (long) cannot hold"),
+    ("timer", "a timer at 9223372036854775808 ms is outside the 64-bit times"),
+])
+def test_a_functions_unstorable_output_stops_the_run_naming_it(spark, tmp_path, fault, message):
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / "a.jsonl").write_text(json.dumps({"event_id": "e", "user": "u", "ts": 0, "ingest_ts": 0,
+                                                 "partition": 0, "offset": 0, "value": 1}) + "\n")
+    config = write_pipeline(
+        tmp_path / "p.yaml", archive, tmp_path / "lake", window=None, trigger=None, allowed_lateness=None,
+        aggregates=None, process={"class": f"{__name__}.Misbehaving", "params": {"fault": fault},
+                                  "output": {"kind": "string", "seen": "long"}},
+    )
+    with pytest.raises((ReplayError, ValueError), match=re.escape(message)):
+        run_pipeline(load_config(config), spark=spark, finalize=True, progress=lambda _m: None)
+    assert not (tmp_path / "lake" / "replay_log").exists()  # nothing committed

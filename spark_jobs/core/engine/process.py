@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..durations import MAX_TIMESTAMP, MIN_TIMESTAMP
 from ..watermarks import Timeline
 from ..windows.base import GLOBAL_WINDOW, TimeWindow
 from .model import LateRecord, Pane, WindowStateRow
@@ -83,10 +84,10 @@ class ProcessContext:
         return self._op.clock
 
     def register_event_time_timer(self, time: int) -> None:
-        self._op.register_event_time_timer(int(time), KEY_NAMESPACE)
+        self._op.register_event_time_timer(timer_time(time), KEY_NAMESPACE)
 
     def register_processing_time_timer(self, time: int) -> None:
-        self._op.register_processing_time_timer(int(time), KEY_NAMESPACE)
+        self._op.register_processing_time_timer(timer_time(time), KEY_NAMESPACE)
 
     def delete_event_time_timer(self, time: int) -> None:
         self._op.event_timers.points.pop((int(time), KEY_NAMESPACE), None)
@@ -103,6 +104,15 @@ class ProcessContext:
     def mark_late(self) -> None:
         """Send the current record to ``late_events`` (it was behind the watermark)."""
         self._op.late.append(LateRecord(self._op.seq, self._op.watermark))
+
+
+def timer_time(time: Any) -> int:
+    """A timer's time as a user function gave it, refused (at the call, in its stack) when the
+    state rows' 64-bit timers cannot hold it: Java's long would have wrapped around."""
+    value = int(time)
+    if not MIN_TIMESTAMP <= value <= MAX_TIMESTAMP:
+        raise ValueError(f"a timer at {value} ms is outside the 64-bit times (-2**63 to 2**63-1)")
+    return value
 
 
 class KeyedProcessOperator(TimelineDriver):
