@@ -18,7 +18,8 @@ import yaml
 
 from .core.aggregates import NUMERIC_FUNCTIONS, AggregateSpec
 from .core.durations import MIN_TIMESTAMP, fitting_times, parse_duration
-from .core.engine.joins import DEFAULT_JOIN_OUTPUT, JoinFunction
+from .core.engine.joins import DEFAULT_JOIN_OUTPUT, INTERVAL_LATE_REASON, JoinFunction
+from .core.engine.operator import LATE_REASON
 from .core.engine.process import KeyedProcessFunction
 from .core.functions import AggregateFunction, ProcessWindowFunction, evictor_from_dict, load_object
 from .core.triggers import Trigger, trigger_from_dict
@@ -218,6 +219,14 @@ class PipelineConfig:
         on_clock = self.window.time == "processing"
         clock_is_ingest = on_clock and bool(self.source.ingest_time)
         return fitting_times(0 if clock_is_ingest else reach), fitting_times(reach if on_clock else 0)
+
+    @property
+    def late_reason(self) -> str:
+        """``late_events.reason`` of this pipeline's late records: an interval join's are behind
+        the watermark (Flink's ``IntervalJoinOperator``); everyone else's windows had closed."""
+        if self.join is not None and self.join.type == "interval":
+            return INTERVAL_LATE_REASON
+        return LATE_REASON
 
     def semantics(self) -> dict[str, Any]:
         """What the results depend on, in canonical form (durations in ms, defaults filled in):

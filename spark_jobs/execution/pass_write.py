@@ -16,8 +16,6 @@ import numpy as np
 import pyarrow as pa
 
 from ..config import PipelineConfig
-from ..core.engine.joins import INTERVAL_LATE_REASON
-from ..core.engine.operator import LATE_REASON
 from ..core.windows.base import is_global_window
 from .faults import crash_point
 from .latest_merges import LatestMerges
@@ -330,15 +328,10 @@ class PassWriter:
             "record_id": staged.column("_id"), "source_file": staged.column("_file"),
             "line": staged.column("_line"), "raw": staged.column("_raw"),
             "watermark": late.column("watermark"),
-            "reason": pa.array([self.late_reason()] * late.num_rows, pa.string()),
+            "reason": pa.array([self.config.late_reason] * late.num_rows, pa.string()),
             "batch_id": staged.column("_batch"),
         })
 
-    def late_reason(self) -> str:
-        join = self.config.join
-        if join is not None and join.type == "interval":
-            return INTERVAL_LATE_REASON
-        return LATE_REASON
 
 
 def newest_panes(results: Any, key: list[str]) -> Any:

@@ -12,7 +12,7 @@ project_root_dir="expectations")``) holds one suite per Delta table, named after
   ``__SIZE_MS__``, ``__SLIDE_MS__``, ``__OFFSET_MS__``, ``__GAP_MS__``, ``__LATENESS_MS__`` the
   window's numbers in milliseconds;
 * ``{"$PARAMETER": name}`` values are filled from the pipeline config and this run's facts
-  (``max_late_rows``, ``max_quarantine_rows``, ``range_min``, ``range_max``);
+  (``max_late_rows``, ``max_quarantine_rows``, ``late_reasons``, ``range_min``, ``range_max``);
 * ``meta.when`` keeps an expectation only for some pipelines: ``window`` (kinds), ``purging``,
   ``evictor``, ``event_time`` (booleans).
 
@@ -108,6 +108,7 @@ def build_suites(
     params = {
         "max_late_rows": facts.limit(config.quality.max_late_fraction),
         "max_quarantine_rows": facts.limit(config.quality.max_quarantine_fraction),
+        "late_reasons": [config.late_reason],
     }
     suites = {}
     for table in TABLE_SUITES:

@@ -86,6 +86,21 @@ def test_window_kinds_and_triggers_select_their_expectations(templates):
     assert "count_never_decreases[clicks]" not in purging and "count_positive[clicks]" in purging
 
 
+def test_late_reasons_are_the_pipelines_own(templates):
+    """An interval join's late records are behind the watermark; every other's windows closed."""
+    facts = SuiteFacts(records_read=10)
+    windowed = by_check(build_suites(config(), facts, templates)["late_events"])
+    assert windowed["reason_in_set"]["kwargs"] == {"column": "reason", "value_set": ["window_closed"]}
+    right = {"path": "/right", "event_time": "ts", "ingest_time": "ingest_ts",
+             "watermark": {"max_out_of_orderness": "1s"}}
+    data = pipeline_dict(Path("/archive"), Path("/lakehouse"),
+                         join={"type": "interval", "right": right, "lower": "-1s", "upper": "1s"})
+    for windowed_only in ("window", "trigger", "aggregates", "allowed_lateness", "quality"):
+        data.pop(windowed_only)
+    late = by_check(build_suites(parse_config(data), facts, templates)["late_events"])
+    assert late["reason_in_set"]["kwargs"] == {"column": "reason", "value_set": ["behind_watermark"]}
+
+
 def test_fraction_limits_are_exact():
     assert SuiteFacts(records_read=100).limit(0.29) == 29  # 0.29 * 100 is 28.999... in floats
     assert SuiteFacts(records_read=242).limit(0.05) == 12
