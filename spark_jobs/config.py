@@ -536,10 +536,12 @@ class _Parser:
                                 f"({name.rsplit('.', 1)[-1]}: {name}) and use that name")
         if config.window.time == "processing" and config.allowed_lateness:
             raise self.fail("allowed_lateness", "applies to event-time windows only")
+        # The tables' data files are Parquet (their logs sit in _delta_log/, which listings skip):
+        # a Parquet archive around them would take them for records.
         for where, source in (("source.path", src), ("join.right.path", config.join and config.join.right)):
-            if source is not None and _within(config.output_path, source.path):
-                raise self.fail("output.path", f"{config.output_path} is inside {where} ({source.path}): "
-                                "the archive's listing would read the tables' own files")
+            if source is not None and source.format == "parquet" and _within(config.output_path, source.path):
+                raise self.fail("output.path", f"{config.output_path} is inside {where} ({source.path}), "
+                                "a Parquet archive: its listing would read the tables' own Parquet files")
 
     def parse_source(self, data: dict[str, Any], where: str = "source",
                      extra: tuple[str, ...] = ()) -> SourceConfig:

@@ -135,12 +135,15 @@ def test_cross_checks():
     assert error.value.field == "key"
 
 
-@pytest.mark.parametrize(("output", "refused"), [
-    ("archive/lake", True), ("archive", True), ("archive/", True), ("archive2", False), (".", False),
+@pytest.mark.parametrize(("output", "source_format", "refused"), [
+    ("archive/lake", "parquet", True), ("archive", "parquet", True), ("archive/", "parquet", True),
+    ("archive2", "parquet", False), (".", "parquet", False),
+    ("archive/lake", "jsonl", False),  # its listing never reads a table's files (nor _delta_log/)
 ])
-def test_the_tables_may_not_be_inside_the_archive(output, refused):
-    """Its listing would read the tables' own files as records (Parquet, the Delta log's JSON)."""
+def test_the_tables_may_not_be_inside_a_parquet_archive(output, source_format, refused):
+    """Its listing would read the tables' own Parquet files as records."""
     config = with_("output.path", output)
+    config["source"]["format"] = source_format
     if not refused:
         assert parse_config(config).output_path.endswith(output.strip("/.") or "")
         return
