@@ -5,6 +5,7 @@ a file whose footer cannot be read becomes one quarantine row instead of failing
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import reduce
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -48,6 +49,27 @@ def read_parquet(
         return CheckedArchive(
             empty_checked(spark, config).unionByName(broken_df, allowMissingColumns=True), rows_bound
         )
+    try:
+        checked = _checked_rows(spark, config, readable, indexes, only, file_columns)
+    except Exception:
+        # Files whose columns' types disagree (a column long in some, a timestamp in others)
+        # cannot be read as one table: each schema's files are read and checked on their own.
+        groups: dict[str, list[ArchiveFile]] = {}
+        for f in readable:
+            groups.setdefault(spark.read.parquet(glob_escaped(f.path)).schema.json(), []).append(f)
+        if len(groups) < 2:
+            raise
+        checked = reduce(DataFrame.unionByName, [
+            _checked_rows(spark, config, group, indexes, only, file_columns) for group in groups.values()
+        ])
+    return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
+
+
+def _checked_rows(
+    spark: SparkSession, config: PipelineConfig, readable: list[ArchiveFile], indexes: dict[str, int],
+    only: DataFrame | None, file_columns: tuple[StructType, dict[str, tuple]] | None,
+) -> DataFrame:
+    """``readable``'s rows (files whose footers read), typed and checked (``validate``)."""
     # mergeSchema: a column added to later files must not be read as null from the first file's
     # schema alone.
     table = spark.read.option("mergeSchema", "true").parquet(*[glob_escaped(f.path) for f in readable])
@@ -80,8 +102,9 @@ def read_parquet(
         rows = rows.join(F.broadcast(spark.createDataFrame(only)), ["_file_index", "_line"], "left_semi")
     schema = StructType([table.schema[c] for c in data_columns] + list(extra.fields))
     texts, event_ms = schema_texts(config, schema)
-    checked = validate(rows, config, texts, event_ms)
-    return CheckedArchive(checked.unionByName(broken_df, allowMissingColumns=True), rows_bound)
+    return validate(rows, config, texts, event_ms)
+
+
 
 
 #: The footer reader of the project's jar (``jvm/replay/ingest/ParquetFooter.java``).

@@ -534,5 +534,27 @@ def test_parquet_quarantine_and_unreadable_files(parquet):
     assert json.loads(bad[(uri(root / "a.parquet"), 2)]["raw"])["id"] == "p2"
 
 
+def test_parquet_files_whose_column_types_disagree_are_read_each_as_written(spark, tmp_path):
+    """One file's event time a timestamp and another's epoch ms (a long): no one schema merges
+    them, so each schema's files are read on their own, through the same checks."""
+    as_timestamp = pa.table({"id": ["t1", "t2"], "user": ["u1", "u2"], "region": ["eu", "eu"],
+                             "ts": pa.array([1700000000000, 253402300800000], pa.timestamp("ms", "UTC")),
+                             "ingest": [1, 2], "part": [0, 0], "off": [0, 1]})
+    as_long = as_timestamp.set_column(3, "ts", pa.array([1700000000007, None], pa.int64()))
+    as_long = as_long.set_column(0, "id", pa.array(["l1", "l2"]))
+    pq.write_table(as_timestamp, tmp_path / "a.parquet")
+    pq.write_table(as_long, tmp_path / "b.parquet")
+    config = pipeline(tmp_path, "parquet")
+    files = list_archive(spark, config.source)
+    checked = check_archive(spark, config, files, 0).frame
+    records = {r["_id"]: r["_event_time"] for r in accepted(checked, config).collect()}
+    assert records == {"t1": 1700000000000, "l1": 1700000000007}
+    bad = {(r["source_file"][-9:], r["line"]): r["reason"] for r in rejected(checked).collect()}
+    assert bad == {("a.parquet", 2): "invalid_timestamp", ("b.parquet", 2): "missing_field"}
+    only = checked.where(checked["_outcome"].isNotNull()).select("_file_index", "_line").toArrow()
+    again = check_archive(spark, config, files, 0, only=only).frame
+    assert sorted(map(repr, rejected(again).collect())) == sorted(map(repr, rejected(checked).collect()))
+
+
 def test_archive_file_is_a_value():
     assert ArchiveFile("file:/a", 1, 2) == ArchiveFile("file:/a", 1, 2)
