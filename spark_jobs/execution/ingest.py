@@ -221,6 +221,7 @@ class Ingest:
         accepted_count = int(staged.per_file_records.sum())
         quarantined = int(staged.per_file_bad.sum())
         clock.step("staged")
+        semantics = semantics_text(self.config)
         rows = pa.Table.from_pylist([
             {"path": f.path, "size": f.size, "modified_ms": f.modified_ms,
              "file_index": file_indexes[f.path], "ingest_id": ingest_id,
@@ -228,7 +229,7 @@ class Ingest:
              "quarantined": int(staged.per_file_bad[file_indexes[f.path]]),
              "seq_start": seq_base, "seq_end": seq_base + accepted_count, "batch_start": batch_base,
              "batch_end": batch_base + -(-accepted_count // self.batch_size), "etag": f.etag,
-             "semantics": semantics_text(self.config)}
+             "semantics": semantics}
             for f in new
         ], schema=SOURCE_FILES_SCHEMA)
 
@@ -383,7 +384,7 @@ class Ingest:
 
     def next_positions(self, known: dict[str, dict[str, Any]]) -> tuple[int, int]:
         """The next free sequence number and batch id (after staged and committed batches);
-        ``known``: ``known_files``'."""
+        ``known``: what ``known_files`` returns."""
         seq = max((row["seq_end"] or 0 for row in known.values()), default=0)
         batch = max((row["batch_end"] or 0 for row in known.values()), default=0)
         log = committed_log(self.store)
