@@ -105,8 +105,6 @@ def _checked_rows(
     return validate(rows, config, texts, event_ms)
 
 
-
-
 #: The footer reader of the project's jar (``jvm/replay/ingest/ParquetFooter.java``).
 _FOOTER_CLASS = "replay.ingest.ParquetFooter"
 _FOOTER_FUNCTION = "replay_parquet_footer"
